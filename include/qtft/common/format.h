@@ -1,0 +1,17 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace qtft {
+
+// Shortest text that reads back to the same double ("100.25", "1e-05", "nan").
+std::string format_number(double value);
+
+// "2024-01-02T08:30:00Z", with fractional seconds only when present.
+std::string format_utc(int64_t timestamp_ns);
+
+// "1.5 GiB", "12.0 MiB", "512 B".
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace qtft

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qtft::data {
+
+// One symbol's bars in time order. Prices are doubles because futures prices with many
+// digits lose the tick in float32; features are computed in double and stored as float.
+struct BarSeries {
+  std::string symbol;
+  std::vector<int64_t> timestamp_ns;  // UTC nanoseconds since the epoch, strictly increasing
+  std::vector<double> open, high, low;  // empty when the source had only a close/price column
+  std::vector<double> close;
+  std::vector<double> volume;  // empty when the source had no volume (FX quotes)
+  size_t size() const { return close.size(); }
+};
+
+// Validated bars from one source, one series per symbol in order of first appearance.
+struct BarSet {
+  std::string source;  // the file name, or "embedded synthetic data"
+  bool has_range = false;   // open, high and low present
+  bool has_volume = false;
+  std::vector<BarSeries> series;
+  size_t total_rows() const;
+};
+
+// Names of the input columns; all configurable from the command line.
+struct ColumnNames {
+  std::string timestamp = "timestamp";
+  std::string open = "open";
+  std::string high = "high";
+  std::string low = "low";
+  std::string close = "close";  // "price" is accepted when no column has this name
+  std::string volume = "volume";
+  std::string symbol = "symbol";
+};
+
+// How integer timestamps are read. Auto takes values of magnitude 1e11 or more as
+// milliseconds (1e11 s is the year 5138, 1e11 ms is 1973).
+enum class EpochUnit { Auto, Seconds, Milliseconds };
+
+struct BarReadOptions {
+  ColumnNames columns;
+  EpochUnit epoch_unit = EpochUnit::Auto;
+};
+
+// Reads and validates bars. The format comes from the function; errors name the file,
+// column, 1-based data row and value at fault.
+BarSet read_bars_parquet(const std::string& path, const BarReadOptions& options = {});
+BarSet read_bars_csv(const std::string& path, const BarReadOptions& options = {});
+
+// Writes bars as Parquet (timestamp[ns, UTC], symbol, open, high, low, close, volume),
+// atomically.
+void write_bars_parquet(const BarSet& bars, const std::string& path);
+
+}  // namespace qtft::data

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs everything qtft needs on a fresh Debian 12 machine and builds it; every step is
+# skipped when already done, so rerunning costs seconds. Used by the README's two commands.
+#   apt: compilers and build tools, GoogleTest, nlohmann-json, CLI11, ccache
+#   venv: the pinned torch and pyarrow wheels (LibTorch, Arrow/Parquet C++), outside the
+#         clone under ~/.cache/qtft/venv-<hash of requirements.txt>, shared by all clones
+#   build: cmake --preset release, then ninja, into build/
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+apt_packages=(g++ cmake ninja-build ccache libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "qtft setup: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
+fi
+
+hash="$(sha256sum scripts/requirements.txt | cut -c1-12)"
+venv="${QTFT_CACHE_DIR:-$HOME/.cache/qtft}/venv-$hash"
+if [[ ! -f "$venv/.qtft-complete" ]]; then
+  echo "qtft setup: creating $venv with the pinned wheels (torch is several GB; once per machine)"
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --upgrade pip
+  "$venv/bin/pip" install --quiet -r scripts/requirements.txt
+  touch "$venv/.qtft-complete"
+fi
+
+if [[ ! -f build/build.ninja ]]; then
+  cmake --preset release -DQTFT_PYTHON="$venv/bin/python"
+fi
+cmake --build --preset release

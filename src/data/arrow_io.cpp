@@ -1,0 +1,126 @@
+// Parquet and CSV files in and out through Arrow. Arrow's Status and Result end here:
+// callers see qtft::Error with the file name in front.
+#include <arrow/api.h>
+#include <arrow/csv/api.h>
+#include <arrow/io/api.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/arrow/writer.h>
+#include <parquet/exception.h>
+
+#include <filesystem>
+
+#include "qtft/common/error.h"
+#include "qtft/data/arrow_bars.h"
+#include "qtft/io/atomic_file.h"
+
+namespace qtft::data {
+namespace {
+
+void check(const arrow::Status& status, const std::string& path, const std::string& what) {
+  if (!status.ok()) throw Error(path + ": " + what + ": " + status.message());
+}
+
+template <class T>
+T unwrap(arrow::Result<T> result, const std::string& path, const std::string& what) {
+  check(result.status(), path, what);
+  return std::move(result).ValueUnsafe();
+}
+
+void require_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw Error(path + ": no such file");
+  if (std::filesystem::file_size(path, ec) == 0) throw Error(path + ": the file is empty");
+}
+
+}  // namespace
+
+std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path) {
+  require_file(path);
+  auto input = unwrap(arrow::io::ReadableFile::Open(path), path, "cannot open");
+  try {
+    auto reader = unwrap(parquet::arrow::OpenFile(input, arrow::default_memory_pool()), path,
+                         "not a valid Parquet file");
+    return unwrap(reader->ReadTable(), path, "cannot read Parquet data");
+  } catch (const parquet::ParquetException& e) {
+    throw Error(path + ": not a valid Parquet file: " + e.what());
+  }
+}
+
+std::shared_ptr<arrow::Table> read_csv_table(const std::string& path) {
+  require_file(path);
+  auto input = unwrap(arrow::io::ReadableFile::Open(path), path, "cannot open");
+  auto read_options = arrow::csv::ReadOptions::Defaults();
+  auto parse_options = arrow::csv::ParseOptions::Defaults();
+  auto convert_options = arrow::csv::ConvertOptions::Defaults();
+  auto reader = unwrap(arrow::csv::TableReader::Make(arrow::io::IOContext(), input, read_options,
+                                                     parse_options, convert_options),
+                       path, "cannot read CSV");
+  return unwrap(reader->Read(), path, "cannot read CSV");
+}
+
+void write_parquet_table(const arrow::Table& table, const std::string& path) {
+  io::AtomicFile file(path);
+  auto sink = unwrap(arrow::io::FileOutputStream::Open(file.temp_path().string()), path,
+                     "cannot create");
+  auto props = parquet::WriterProperties::Builder().compression(parquet::Compression::SNAPPY)->build();
+  try {
+    check(parquet::arrow::WriteTable(table, arrow::default_memory_pool(), sink, 64 * 1024, props),
+          path, "cannot write Parquet");
+  } catch (const parquet::ParquetException& e) {
+    throw Error(path + ": cannot write Parquet: " + e.what());
+  }
+  check(sink->Close(), path, "cannot close");
+  file.commit();
+}
+
+std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
+  arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::NANO, "UTC"),
+                             arrow::default_memory_pool());
+  arrow::StringBuilder symbol;
+  arrow::DoubleBuilder open, high, low, close, volume;
+  const std::string where = "writing bars";
+  for (const auto& s : bars.series) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      check(ts.Append(s.timestamp_ns[i]), where, "timestamp");
+      check(symbol.Append(s.symbol), where, "symbol");
+      check(close.Append(s.close[i]), where, "close");
+      if (bars.has_range) {
+        check(open.Append(s.open[i]), where, "open");
+        check(high.Append(s.high[i]), where, "high");
+        check(low.Append(s.low[i]), where, "low");
+      }
+      if (bars.has_volume) check(volume.Append(s.volume[i]), where, "volume");
+    }
+  }
+  std::vector<std::shared_ptr<arrow::Field>> fields;
+  std::vector<std::shared_ptr<arrow::Array>> arrays;
+  auto add = [&](const std::string& name, arrow::ArrayBuilder& builder) {
+    auto array = unwrap(builder.Finish(), where, name);
+    fields.push_back(arrow::field(name, array->type(), false));
+    arrays.push_back(array);
+  };
+  add("timestamp", ts);
+  add("symbol", symbol);
+  if (bars.has_range) {
+    add("open", open);
+    add("high", high);
+    add("low", low);
+  }
+  add("close", close);
+  if (bars.has_volume) add("volume", volume);
+  return arrow::Table::Make(arrow::schema(fields), arrays);
+}
+
+BarSet read_bars_parquet(const std::string& path, const BarReadOptions& options) {
+  return bars_from_table(*read_parquet_table(path), path, options);
+}
+
+BarSet read_bars_csv(const std::string& path, const BarReadOptions& options) {
+  return bars_from_table(*read_csv_table(path), path, options);
+}
+
+void write_bars_parquet(const BarSet& bars, const std::string& path) {
+  write_parquet_table(*bars_to_table(bars), path);
+}
+
+}  // namespace qtft::data

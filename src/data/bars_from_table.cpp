@@ -1,0 +1,345 @@
+// The Arrow edge of the bar reader: Arrow columns of any supported type become flat
+// vectors, then one pass in file order validates every row and groups rows by symbol.
+#include <arrow/api.h>
+#include <arrow/util/value_parsing.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <unordered_map>
+
+#include "qtft/common/error.h"
+#include "qtft/common/format.h"
+#include "qtft/data/arrow_bars.h"
+
+namespace qtft::data {
+namespace {
+
+struct Column {
+  std::string source;
+  std::string name;
+  const arrow::ChunkedArray* array = nullptr;
+
+  [[noreturn]] void fail_at(int64_t row, const std::string& what) const {
+    throw Error(source + ": column '" + name + "', row " + std::to_string(row + 1) + ": " + what);
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(source + ": column '" + name + "': " + what);
+  }
+  void reject_nulls() const {
+    int64_t offset = 0;
+    for (const auto& chunk : array->chunks()) {
+      if (chunk->null_count() > 0) {
+        for (int64_t i = 0; i < chunk->length(); ++i) {
+          if (chunk->IsNull(i)) fail_at(offset + i, "null value");
+        }
+      }
+      offset += chunk->length();
+    }
+  }
+};
+
+// Calls f(values_array, row_offset) for each chunk cast to its concrete Arrow array type.
+template <class ArrayType, class F>
+void for_each_chunk(const Column& col, F&& f) {
+  int64_t offset = 0;
+  for (const auto& chunk : col.array->chunks()) {
+    f(static_cast<const ArrayType&>(*chunk), offset);
+    offset += chunk->length();
+  }
+}
+
+template <class ArrowType>
+void copy_numeric(const Column& col, std::vector<double>& out) {
+  for_each_chunk<arrow::NumericArray<ArrowType>>(col, [&](const auto& a, int64_t offset) {
+    for (int64_t i = 0; i < a.length(); ++i) out[offset + i] = static_cast<double>(a.Value(i));
+  });
+}
+
+std::vector<double> numeric_values(const Column& col) {
+  col.reject_nulls();
+  std::vector<double> out(static_cast<size_t>(col.array->length()));
+  switch (col.array->type()->id()) {
+    case arrow::Type::DOUBLE: copy_numeric<arrow::DoubleType>(col, out); break;
+    case arrow::Type::FLOAT: copy_numeric<arrow::FloatType>(col, out); break;
+    case arrow::Type::INT64: copy_numeric<arrow::Int64Type>(col, out); break;
+    case arrow::Type::INT32: copy_numeric<arrow::Int32Type>(col, out); break;
+    case arrow::Type::INT16: copy_numeric<arrow::Int16Type>(col, out); break;
+    case arrow::Type::INT8: copy_numeric<arrow::Int8Type>(col, out); break;
+    case arrow::Type::UINT64: copy_numeric<arrow::UInt64Type>(col, out); break;
+    case arrow::Type::UINT32: copy_numeric<arrow::UInt32Type>(col, out); break;
+    case arrow::Type::UINT16: copy_numeric<arrow::UInt16Type>(col, out); break;
+    case arrow::Type::UINT8: copy_numeric<arrow::UInt8Type>(col, out); break;
+    default:
+      col.fail("has type " + col.array->type()->ToString() + ", expected a number");
+  }
+  return out;
+}
+
+int64_t scale_to_ns(const Column& col, int64_t row, int64_t value, int64_t factor) {
+  if (value > std::numeric_limits<int64_t>::max() / factor ||
+      value < std::numeric_limits<int64_t>::min() / factor) {
+    col.fail_at(row, "timestamp " + std::to_string(value) +
+                         " is outside the representable range (years 1677 to 2262)");
+  }
+  return value * factor;
+}
+
+int64_t unit_factor(arrow::TimeUnit::type unit) {
+  switch (unit) {
+    case arrow::TimeUnit::SECOND: return 1'000'000'000;
+    case arrow::TimeUnit::MILLI: return 1'000'000;
+    case arrow::TimeUnit::MICRO: return 1'000;
+    case arrow::TimeUnit::NANO: return 1;
+  }
+  return 1;
+}
+
+template <class ArrayType>
+void parse_iso_strings(const Column& col, std::vector<int64_t>& out) {
+  auto parser = arrow::TimestampParser::MakeISO8601();
+  for_each_chunk<ArrayType>(col, [&](const auto& a, int64_t offset) {
+    for (int64_t i = 0; i < a.length(); ++i) {
+      auto text = a.GetView(i);
+      int64_t ns = 0;
+      if (!(*parser)(text.data(), text.size(), arrow::TimeUnit::NANO, &ns)) {
+        col.fail_at(offset + i, "'" + std::string(text) + "' is not an ISO-8601 timestamp");
+      }
+      out[offset + i] = ns;
+    }
+  });
+}
+
+template <class ArrowType>
+void epoch_integers(const Column& col, EpochUnit unit, std::vector<int64_t>& out) {
+  for_each_chunk<arrow::NumericArray<ArrowType>>(col, [&](const auto& a, int64_t offset) {
+    for (int64_t i = 0; i < a.length(); ++i) {
+      auto v = static_cast<int64_t>(a.Value(i));
+      bool millis = unit == EpochUnit::Milliseconds ||
+                    (unit == EpochUnit::Auto && (v >= 100'000'000'000 || v <= -100'000'000'000));
+      out[offset + i] = scale_to_ns(col, offset + i, v, millis ? 1'000'000 : 1'000'000'000);
+    }
+  });
+}
+
+std::vector<int64_t> timestamp_values(const Column& col, EpochUnit unit) {
+  col.reject_nulls();
+  std::vector<int64_t> out(static_cast<size_t>(col.array->length()));
+  const auto& type = *col.array->type();
+  switch (type.id()) {
+    case arrow::Type::TIMESTAMP: {
+      int64_t factor = unit_factor(static_cast<const arrow::TimestampType&>(type).unit());
+      for_each_chunk<arrow::TimestampArray>(col, [&](const auto& a, int64_t offset) {
+        for (int64_t i = 0; i < a.length(); ++i) {
+          out[offset + i] = scale_to_ns(col, offset + i, a.Value(i), factor);
+        }
+      });
+      break;
+    }
+    case arrow::Type::DATE32:
+      for_each_chunk<arrow::Date32Array>(col, [&](const auto& a, int64_t offset) {
+        for (int64_t i = 0; i < a.length(); ++i) {
+          out[offset + i] = scale_to_ns(col, offset + i, a.Value(i), 86'400'000'000'000);
+        }
+      });
+      break;
+    case arrow::Type::DATE64:
+      for_each_chunk<arrow::Date64Array>(col, [&](const auto& a, int64_t offset) {
+        for (int64_t i = 0; i < a.length(); ++i) {
+          out[offset + i] = scale_to_ns(col, offset + i, a.Value(i), 1'000'000);
+        }
+      });
+      break;
+    case arrow::Type::STRING: parse_iso_strings<arrow::StringArray>(col, out); break;
+    case arrow::Type::LARGE_STRING: parse_iso_strings<arrow::LargeStringArray>(col, out); break;
+    case arrow::Type::INT64: epoch_integers<arrow::Int64Type>(col, unit, out); break;
+    case arrow::Type::INT32: epoch_integers<arrow::Int32Type>(col, unit, out); break;
+    case arrow::Type::UINT32: epoch_integers<arrow::UInt32Type>(col, unit, out); break;
+    default:
+      col.fail("has type " + type.ToString() +
+               ", expected a timestamp, ISO-8601 text, or integer epoch seconds/milliseconds");
+  }
+  return out;
+}
+
+// Symbols become small integer codes (in order of first appearance) plus their names.
+struct SymbolCodes {
+  std::vector<int32_t> codes;
+  std::vector<std::string> names;
+};
+
+class SymbolInterner {
+ public:
+  explicit SymbolInterner(SymbolCodes& out) : out_(out) {}
+  int32_t code(const std::string& name) {
+    auto [it, inserted] = index_.try_emplace(name, static_cast<int32_t>(out_.names.size()));
+    if (inserted) out_.names.push_back(name);
+    return it->second;
+  }
+
+ private:
+  SymbolCodes& out_;
+  std::unordered_map<std::string, int32_t> index_;
+};
+
+template <class ArrayType>
+void intern_strings(const Column& col, SymbolInterner& interner, std::vector<int32_t>& codes) {
+  for_each_chunk<ArrayType>(col, [&](const auto& a, int64_t offset) {
+    for (int64_t i = 0; i < a.length(); ++i) {
+      codes[offset + i] = interner.code(std::string(a.GetView(i)));
+    }
+  });
+}
+
+SymbolCodes symbol_values(const Column& col) {
+  col.reject_nulls();
+  SymbolCodes out;
+  out.codes.resize(static_cast<size_t>(col.array->length()));
+  SymbolInterner interner(out);
+  const auto& type = *col.array->type();
+  switch (type.id()) {
+    case arrow::Type::STRING: intern_strings<arrow::StringArray>(col, interner, out.codes); break;
+    case arrow::Type::LARGE_STRING:
+      intern_strings<arrow::LargeStringArray>(col, interner, out.codes);
+      break;
+    case arrow::Type::DICTIONARY:
+      for_each_chunk<arrow::DictionaryArray>(col, [&](const auto& a, int64_t offset) {
+        auto dict = a.dictionary();
+        for (int64_t i = 0; i < a.length(); ++i) {
+          auto scalar = dict->GetScalar(a.GetValueIndex(i)).ValueOrDie();
+          out.codes[offset + i] = interner.code(scalar->ToString());
+        }
+      });
+      break;
+    case arrow::Type::INT64:
+    case arrow::Type::INT32:
+    case arrow::Type::INT16:
+    case arrow::Type::INT8: {
+      auto numbers = numeric_values(col);
+      for (size_t i = 0; i < numbers.size(); ++i) {
+        out.codes[i] = interner.code(std::to_string(static_cast<int64_t>(numbers[i])));
+      }
+      break;
+    }
+    default:
+      col.fail("has type " + type.ToString() + ", expected text or integer symbols");
+  }
+  return out;
+}
+
+const arrow::ChunkedArray* find_column(const arrow::Table& table, const std::string& name) {
+  auto column = table.GetColumnByName(name);
+  return column ? column.get() : nullptr;
+}
+
+std::string column_list(const arrow::Table& table) {
+  std::string out;
+  for (const auto& f : table.schema()->fields()) out += (out.empty() ? "" : ", ") + f->name();
+  return out;
+}
+
+}  // namespace
+
+BarSet bars_from_table(const arrow::Table& table, const std::string& source,
+                       const BarReadOptions& options) {
+  const auto& names = options.columns;
+  if (table.num_rows() == 0) throw Error(source + ": the file holds no rows");
+  auto require = [&](const std::string& name, const std::string& role) {
+    const auto* col = find_column(table, name);
+    if (!col) {
+      throw Error(source + ": missing " + role + " column '" + name + "' (columns: " +
+                  column_list(table) + ")");
+    }
+    return Column{source, name, col};
+  };
+  auto optional = [&](const std::string& name) {
+    return Column{source, name, find_column(table, name)};
+  };
+
+  Column ts_col = require(names.timestamp, "timestamp");
+  Column close_col = optional(names.close);
+  if (!close_col.array && names.close == "close") close_col = optional("price");
+  if (!close_col.array) close_col = require(names.close, "close (or price)");
+  Column open_col = optional(names.open), high_col = optional(names.high),
+         low_col = optional(names.low), volume_col = optional(names.volume),
+         symbol_col = optional(names.symbol);
+
+  int range_columns = !!open_col.array + !!high_col.array + !!low_col.array;
+  if (range_columns != 0 && range_columns != 3) {
+    throw Error(source + ": has only some of the columns '" + names.open + "', '" + names.high +
+                "', '" + names.low + "'; give all three or none (close-only data)");
+  }
+
+  BarSet bars;
+  bars.source = source;
+  bars.has_range = range_columns == 3;
+  bars.has_volume = volume_col.array != nullptr;
+
+  auto ts = timestamp_values(ts_col, options.epoch_unit);
+  auto close = numeric_values(close_col);
+  std::vector<double> open, high, low, volume;
+  if (bars.has_range) {
+    open = numeric_values(open_col);
+    high = numeric_values(high_col);
+    low = numeric_values(low_col);
+  }
+  if (bars.has_volume) volume = numeric_values(volume_col);
+  SymbolCodes symbols;
+  if (symbol_col.array) {
+    symbols = symbol_values(symbol_col);
+  } else {
+    symbols.codes.assign(close.size(), 0);
+    symbols.names.push_back(std::filesystem::path(source).stem().string());
+  }
+
+  bars.series.resize(symbols.names.size());
+  for (size_t s = 0; s < symbols.names.size(); ++s) bars.series[s].symbol = symbols.names[s];
+  std::vector<int64_t> last_row(symbols.names.size(), -1);
+
+  auto check_price = [](const Column& col, int64_t row, double v) {
+    if (!std::isfinite(v)) col.fail_at(row, "value " + format_number(v) + " is not finite");
+    if (v <= 0) col.fail_at(row, "price " + format_number(v) + " is not positive");
+  };
+  for (int64_t row = 0; row < static_cast<int64_t>(close.size()); ++row) {
+    auto r = static_cast<size_t>(row);
+    check_price(close_col, row, close[r]);
+    if (bars.has_range) {
+      check_price(open_col, row, open[r]);
+      check_price(high_col, row, high[r]);
+      check_price(low_col, row, low[r]);
+      if (high[r] < low[r]) {
+        high_col.fail_at(row, "high " + format_number(high[r]) + " is below low " +
+                                  format_number(low[r]));
+      }
+    }
+    if (bars.has_volume) {
+      if (!std::isfinite(volume[r])) {
+        volume_col.fail_at(row, "value " + format_number(volume[r]) + " is not finite");
+      }
+      if (volume[r] < 0) volume_col.fail_at(row, "volume " + format_number(volume[r]) + " is negative");
+    }
+    auto code = static_cast<size_t>(symbols.codes[r]);
+    auto& series = bars.series[code];
+    if (last_row[code] >= 0) {
+      int64_t prev = series.timestamp_ns.back();
+      if (ts[r] <= prev) {
+        ts_col.fail_at(row, std::string(ts[r] == prev ? "duplicate" : "unsorted") + " timestamp " +
+                                format_utc(ts[r]) + " for symbol '" + series.symbol +
+                                "': row " + std::to_string(last_row[code] + 1) + " has " +
+                                format_utc(prev));
+      }
+    }
+    last_row[code] = row;
+    series.timestamp_ns.push_back(ts[r]);
+    series.close.push_back(close[r]);
+    if (bars.has_range) {
+      series.open.push_back(open[r]);
+      series.high.push_back(high[r]);
+      series.low.push_back(low[r]);
+    }
+    if (bars.has_volume) series.volume.push_back(volume[r]);
+  }
+  return bars;
+}
+
+}  // namespace qtft::data

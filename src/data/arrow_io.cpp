@@ -111,6 +111,16 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
   return arrow::Table::Make(arrow::schema(fields), arrays);
 }
 
+void write_csv_table(const arrow::Table& table, const std::string& path) {
+  io::AtomicFile file(path);
+  auto sink = unwrap(arrow::io::FileOutputStream::Open(file.temp_path().string()), path,
+                     "cannot create");
+  check(arrow::csv::WriteCSV(table, arrow::csv::WriteOptions::Defaults(), sink.get()), path,
+        "cannot write CSV");
+  check(sink->Close(), path, "cannot close");
+  file.commit();
+}
+
 BarSet read_bars_parquet(const std::string& path, const BarReadOptions& options) {
   return bars_from_table(*read_parquet_table(path), path, options);
 }
@@ -121,6 +131,10 @@ BarSet read_bars_csv(const std::string& path, const BarReadOptions& options) {
 
 void write_bars_parquet(const BarSet& bars, const std::string& path) {
   write_parquet_table(*bars_to_table(bars), path);
+}
+
+void write_bars_csv(const BarSet& bars, const std::string& path) {
+  write_csv_table(*bars_to_table(bars), path);
 }
 
 }  // namespace qtft::data

@@ -267,6 +267,13 @@ std::vector<std::byte> serialize_safetensors(const std::vector<TensorBytes>& ten
     if (t.name == "__metadata__" || !names.insert(t.name).second) {
       throw Error("safetensors: cannot write two tensors named '" + t.name + "'");
     }
+    // Checked apart from the byte size: {0, -1} needs 0 bytes, yet no reader accepts it.
+    for (int64_t d : t.shape) {
+      if (d < 0) {
+        throw Error("safetensors: tensor '" + t.name + "' has the negative dimension " +
+                    std::to_string(d));
+      }
+    }
     bool overflow = false;
     uint64_t expected = checked_byte_size(t.shape, t.dtype, &overflow);
     if (overflow || expected != t.bytes.size()) {
@@ -278,7 +285,14 @@ std::vector<std::byte> serialize_safetensors(const std::vector<TensorBytes>& ten
                       {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {
+    // JSON text must be UTF-8; a name or metadata value that is not fails here, and callers
+    // expect that as an Error like every other rejection.
+    throw Error(std::string("safetensors: tensor names and metadata must be UTF-8: ") + e.what());
+  }
   // Padding with spaces aligns the data buffer to 8 bytes, as the reference writer does.
   text.append((8 - text.size() % 8) % 8, ' ');
 

@@ -19,6 +19,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source,
 std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path);
 std::shared_ptr<arrow::Table> read_csv_table(const std::string& path);
 void write_parquet_table(const arrow::Table& table, const std::string& path);
+void write_csv_table(const arrow::Table& table, const std::string& path);
 std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars);
 
 }  // namespace qtft::data

@@ -54,5 +54,7 @@ BarSet read_bars_csv(const std::string& path, const BarReadOptions& options = {}
 // Writes bars as Parquet (timestamp[ns, UTC], symbol, open, high, low, close, volume),
 // atomically.
 void write_bars_parquet(const BarSet& bars, const std::string& path);
+// The same columns as CSV (timestamps as ISO-8601 text), atomically.
+void write_bars_csv(const BarSet& bars, const std::string& path);
 
 }  // namespace qtft::data

@@ -1,0 +1,44 @@
+#include "data_flags.h"
+
+#include <CLI/CLI.hpp>
+
+namespace qtft::cli {
+
+void add_bar_source_flags(CLI::App& cmd, DataFlags& f) {
+  auto& src = f.source;
+  auto* parquet = cmd.add_option("--parquet-file", src.parquet_file, "Bars in a Parquet file")
+                      ->check(CLI::ExistingFile);
+  auto* csv = cmd.add_option("--csv-file", src.csv_file, "Bars in a CSV file")->check(CLI::ExistingFile);
+  parquet->excludes(csv);
+  auto& c = src.read.columns;
+  cmd.add_option("--timestamp-column", c.timestamp, "Timestamp column")->capture_default_str();
+  cmd.add_option("--open-column", c.open, "Open price column")->capture_default_str();
+  cmd.add_option("--high-column", c.high, "High price column")->capture_default_str();
+  cmd.add_option("--low-column", c.low, "Low price column")->capture_default_str();
+  cmd.add_option("--close-column", c.close, "Close price column ('price' is tried when 'close' is absent)")
+      ->capture_default_str();
+  cmd.add_option("--volume-column", c.volume, "Volume column (optional in the data)")->capture_default_str();
+  cmd.add_option("--symbol-column", c.symbol, "Symbol column (optional in the data)")->capture_default_str();
+  cmd.add_option("--timestamp-unit", f.timestamp_unit,
+                 "Unit of integer timestamps: auto (>= 1e11 means milliseconds), s or ms")
+      ->check(CLI::IsMember({"auto", "s", "ms"}))
+      ->capture_default_str();
+}
+
+void add_window_flags(CLI::App& cmd, DataFlags& f) {
+  auto& d = f.dataset;
+  cmd.add_option("--encoder-length", d.encoder_length, "Past bars the model sees")->capture_default_str();
+  cmd.add_option("--horizon", d.horizon, "Future bars to forecast")->capture_default_str();
+  cmd.add_option("--validation-fraction", d.validation_fraction, "Share of each symbol's rows for validation")
+      ->capture_default_str();
+  cmd.add_option("--test-fraction", d.test_fraction, "Share of each symbol's rows for test (the last ones)")
+      ->capture_default_str();
+}
+
+void finish_data_flags(DataFlags& f) {
+  f.source.read.epoch_unit = f.timestamp_unit == "s"    ? data::EpochUnit::Seconds
+                             : f.timestamp_unit == "ms" ? data::EpochUnit::Milliseconds
+                                                        : data::EpochUnit::Auto;
+}
+
+}  // namespace qtft::cli

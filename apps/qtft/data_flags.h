@@ -1,0 +1,25 @@
+#pragma once
+
+#include "qtft/data/bar_source.h"
+#include "qtft/data/dataset.h"
+
+namespace CLI {
+class App;
+}
+
+namespace qtft::cli {
+
+// The flags every command that reads bars shares: where they come from, which columns
+// hold what, and how windows are cut.
+struct DataFlags {
+  data::BarSource source;
+  data::DatasetOptions dataset;
+  std::string timestamp_unit = "auto";
+};
+
+void add_bar_source_flags(CLI::App& cmd, DataFlags& flags);
+void add_window_flags(CLI::App& cmd, DataFlags& flags);
+// Applies flags that need post-processing (the timestamp unit) to flags.source.read.
+void finish_data_flags(DataFlags& flags);
+
+}  // namespace qtft::cli

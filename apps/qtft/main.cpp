@@ -1,0 +1,37 @@
+// qtft: one binary, one subcommand per file. Exit codes: 0 success, 2 usage error,
+// 1 any other failure, with a one-line message on stderr.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+
+#include "commands.h"
+#include "qtft/common/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"qtft: Temporal Fusion Transformer forecasting with quantization-aware training", "qtft"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "qtft 0.1.0");
+  qtft::cli::add_make_data_command(app);
+  qtft::cli::add_convert_command(app);
+  qtft::cli::add_inspect_command(app);
+  qtft::cli::add_train_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "qtft: " << e.what() << "\n(run 'qtft --help' or 'qtft <command> --help')\n";
+    return 2;
+  } catch (const qtft::UsageError& e) {
+    std::cerr << "qtft: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "qtft: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,94 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qtft/data/bars.h"
+
+namespace qtft::data {
+
+enum class Split { Train = 0, Validation = 1, Test = 2 };
+inline constexpr std::array<Split, 3> kAllSplits{Split::Train, Split::Validation, Split::Test};
+const char* split_name(Split split);
+
+struct DatasetOptions {
+  int64_t encoder_length = 64;
+  int64_t horizon = 8;
+  // Chronological per symbol: the first (1 - validation - test) of each symbol's rows
+  // train, the next `validation_fraction` validate, the last `test_fraction` test.
+  double validation_fraction = 0.15;
+  double test_fraction = 0.15;
+  void validate() const;  // throws UsageError naming the flag
+};
+
+// Mean and standard deviation of one real input, computed on the training split only.
+struct FeatureStats {
+  std::string name;
+  double mean = 0.0;
+  double std = 1.0;
+};
+
+// Everything needed to turn new bars into the same features a model was trained on; it is
+// saved with the model so that evaluation and prediction normalize exactly as training did.
+struct FeatureSpec {
+  std::vector<FeatureStats> observed;  // past-only inputs, in column order
+  std::vector<FeatureStats> known;     // calendar inputs known for the future too
+  std::vector<std::string> symbols;    // the static categorical's vocabulary
+  double target_scale = 1.0;           // training-split std of the one-bar log return
+};
+
+// One symbol's features, one row per bar from its second bar on (the first has no return).
+struct SeriesFeatures {
+  std::string symbol;
+  int64_t symbol_id = 0;
+  std::vector<int64_t> timestamp_ns;
+  std::vector<double> close;
+  std::vector<float> observed;  // rows x observed.size(), normalized
+  std::vector<float> known;     // rows x known.size(), normalized
+  std::vector<float> target;    // rows: this bar's log return / target_scale
+  // Rows [bounds[k], bounds[k+1]) form split k (train, validation, test).
+  std::array<int64_t, 4> split_bounds{};
+  size_t rows() const { return timestamp_ns.size(); }
+};
+
+// A window: encoder rows [start, start + L), decoder rows [start + L, start + L + H).
+struct WindowRef {
+  uint32_t series = 0;
+  uint32_t start = 0;
+};
+
+// Features and windows held compactly: one feature matrix per symbol, windows computed on
+// demand from per-symbol counts, so millions of bars cost a few floats each.
+class Dataset {
+ public:
+  // Computes the feature spec (normalization) from the training split.
+  static Dataset build(const BarSet& bars, const DatasetOptions& options);
+  // Applies a saved spec (evaluation, prediction, fine-tuning on new data).
+  static Dataset build(const BarSet& bars, const DatasetOptions& options, const FeatureSpec& spec);
+
+  const DatasetOptions& options() const { return options_; }
+  const FeatureSpec& spec() const { return spec_; }
+  const std::string& source() const { return source_; }
+  const std::vector<SeriesFeatures>& series() const { return series_; }
+  size_t num_observed() const { return spec_.observed.size(); }
+  size_t num_known() const { return spec_.known.size(); }
+  size_t num_windows(Split split) const;
+  WindowRef window(Split split, size_t index) const;
+
+ private:
+  static Dataset assemble(const BarSet& bars, const DatasetOptions& options,
+                          const FeatureSpec* saved);
+  void index_windows();
+
+  DatasetOptions options_;
+  FeatureSpec spec_;
+  std::string source_;
+  std::vector<SeriesFeatures> series_;
+  // first_window_[split][s] = index of series s's first window within the split.
+  std::array<std::vector<size_t>, 3> first_window_;
+};
+
+}  // namespace qtft::data

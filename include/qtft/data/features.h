@@ -1,0 +1,31 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "qtft/data/bars.h"
+
+namespace qtft::data {
+
+// Raw (unnormalized) features of one series, row i describing bar i + 1.
+struct RawFeatures {
+  std::vector<std::string> observed_names;
+  std::vector<std::string> known_names;
+  std::vector<double> observed;  // rows x observed_names.size()
+  std::vector<double> known;     // rows x known_names.size()
+  std::vector<double> log_return;  // rows; also the target
+};
+
+// Observed (past-only) inputs:
+//   log_return   log(close / previous close)
+//   hl_range     log(high / low)                 when the bars have open/high/low
+//   close_open   log(close / open)               when the bars have open/high/low
+//   log_volume   log(1 + volume)                 when the bars have volume
+// Known inputs (computable for future bars from the calendar):
+//   time_of_day_sin/cos, day_of_week_sin/cos     cyclic encodings, UTC
+//   bar_gap      log(1 + minutes since the previous bar): marks session and weekend gaps
+std::vector<std::string> observed_feature_names(bool has_range, bool has_volume);
+std::vector<std::string> known_feature_names();
+RawFeatures compute_raw_features(const BarSeries& series, bool has_range, bool has_volume);
+
+}  // namespace qtft::data

@@ -1,0 +1,27 @@
+#pragma once
+
+#include <cstdint>
+
+#include "qtft/data/bars.h"
+
+namespace qtft::data {
+
+// The embedded default data set: deterministic synthetic intraday futures bars.
+struct SyntheticOptions {
+  int64_t rows = 40'000;  // bars in all, shared evenly by the symbols
+  int symbols = 2;
+  uint64_t seed = 20240102;
+  int bar_minutes = 5;
+};
+
+// Bars with the structure real futures show, so that a forecaster has something to learn:
+//  - regime-switching volatility (calm / normal / stressed, a persistent Markov chain);
+//  - intraday seasonality: volatility and volume high at the open and close (U shape);
+//  - a slowly drifting trend plus mean reversion towards a moving anchor, and a little
+//    bar-to-bar momentum;
+//  - session gaps: trading 08:30-15:15 UTC on weekdays, with an overnight jump in price;
+//  - open/high/low/close from a sub-bar random walk; volume tied to activity.
+// Same options, same bars, on every machine (qtft::Rng, no std:: distributions).
+BarSet generate_synthetic_bars(const SyntheticOptions& options);
+
+}  // namespace qtft::data

@@ -1,0 +1,215 @@
+#include "qtft/data/dataset.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "qtft/common/error.h"
+#include "qtft/data/features.h"
+
+namespace qtft::data {
+namespace {
+
+// Running mean and variance (Welford): stable over millions of rows.
+struct Moments {
+  double n = 0, mean = 0, m2 = 0;
+  void add(double x) {
+    n += 1;
+    double d = x - mean;
+    mean += d / n;
+    m2 += d * (x - mean);
+  }
+  // A constant input would divide by zero; leaving it unscaled keeps it harmless.
+  double std_or_one() const {
+    double s = n > 1 ? std::sqrt(m2 / n) : 0.0;
+    return s > 0 && std::isfinite(s) ? s : 1.0;
+  }
+};
+
+std::array<int64_t, 4> split_bounds(int64_t rows, const DatasetOptions& o) {
+  auto train_end = static_cast<int64_t>(
+      std::floor(static_cast<double>(rows) * (1.0 - o.validation_fraction - o.test_fraction)));
+  auto val_end = static_cast<int64_t>(std::floor(static_cast<double>(rows) * (1.0 - o.test_fraction)));
+  return {0, train_end, val_end, rows};
+}
+
+int64_t windows_in(int64_t rows, const DatasetOptions& o) {
+  return std::max<int64_t>(0, rows - (o.encoder_length + o.horizon) + 1);
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+std::vector<std::string> names_of(const std::vector<FeatureStats>& stats) {
+  std::vector<std::string> names;
+  for (const auto& s : stats) names.push_back(s.name);
+  return names;
+}
+
+FeatureSpec fit_spec(const BarSet& bars, const DatasetOptions& options) {
+  FeatureSpec spec;
+  auto observed_names = observed_feature_names(bars.has_range, bars.has_volume);
+  auto known_names = known_feature_names();
+  std::vector<Moments> observed(observed_names.size()), known(known_names.size());
+  Moments target;
+  for (const auto& s : bars.series) {
+    spec.symbols.push_back(s.symbol);
+    // Features are recomputed in the second pass rather than kept: this pass holds one
+    // series' doubles at a time, which matters for files of millions of bars.
+    auto raw = compute_raw_features(s, bars.has_range, bars.has_volume);
+    auto rows = static_cast<int64_t>(raw.log_return.size());
+    int64_t train_end = split_bounds(rows, options)[1];
+    for (int64_t r = 0; r < train_end; ++r) {
+      for (size_t j = 0; j < observed.size(); ++j) observed[j].add(raw.observed[r * observed.size() + j]);
+      for (size_t j = 0; j < known.size(); ++j) known[j].add(raw.known[r * known.size() + j]);
+      target.add(raw.log_return[r]);
+    }
+  }
+  for (size_t j = 0; j < observed.size(); ++j) {
+    spec.observed.push_back({observed_names[j], observed[j].mean, observed[j].std_or_one()});
+  }
+  for (size_t j = 0; j < known.size(); ++j) {
+    spec.known.push_back({known_names[j], known[j].mean, known[j].std_or_one()});
+  }
+  spec.target_scale = target.std_or_one();
+  return spec;
+}
+
+void check_spec_matches(const BarSet& bars, const FeatureSpec& spec) {
+  auto observed = observed_feature_names(bars.has_range, bars.has_volume);
+  if (observed != names_of(spec.observed)) {
+    throw Error(bars.source + ": the model was trained on the inputs [" + join(names_of(spec.observed)) +
+                "] but this file gives [" + join(observed) + "]");
+  }
+}
+
+int64_t symbol_id(const FeatureSpec& spec, const std::string& symbol, const std::string& source) {
+  auto it = std::find(spec.symbols.begin(), spec.symbols.end(), symbol);
+  if (it == spec.symbols.end()) {
+    throw Error(source + ": symbol '" + symbol + "' was not in the training data (known: " +
+                join(spec.symbols) + ")");
+  }
+  return it - spec.symbols.begin();
+}
+
+void normalize_into(const std::vector<double>& raw, const std::vector<FeatureStats>& stats,
+                    std::vector<float>& out) {
+  out.resize(raw.size());
+  const size_t width = stats.size();
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const auto& s = stats[i % width];
+    out[i] = static_cast<float>((raw[i] - s.mean) / s.std);
+  }
+}
+
+}  // namespace
+
+const char* split_name(Split split) {
+  switch (split) {
+    case Split::Train: return "train";
+    case Split::Validation: return "validation";
+    case Split::Test: return "test";
+  }
+  return "?";
+}
+
+void DatasetOptions::validate() const {
+  if (encoder_length < 1) throw UsageError("--encoder-length must be at least 1, got " + std::to_string(encoder_length));
+  if (horizon < 1) throw UsageError("--horizon must be at least 1, got " + std::to_string(horizon));
+  if (!(validation_fraction > 0 && validation_fraction < 1)) {
+    throw UsageError("--validation-fraction must be in (0, 1)");
+  }
+  if (!(test_fraction >= 0 && test_fraction < 1)) throw UsageError("--test-fraction must be in [0, 1)");
+  if (validation_fraction + test_fraction >= 1) {
+    throw UsageError("--validation-fraction plus --test-fraction must leave rows to train on");
+  }
+}
+
+Dataset Dataset::build(const BarSet& bars, const DatasetOptions& options) {
+  return assemble(bars, options, nullptr);
+}
+
+Dataset Dataset::build(const BarSet& bars, const DatasetOptions& options, const FeatureSpec& spec) {
+  return assemble(bars, options, &spec);
+}
+
+Dataset Dataset::assemble(const BarSet& bars, const DatasetOptions& options, const FeatureSpec* saved) {
+  options.validate();
+  Dataset d;
+  d.options_ = options;
+  d.source_ = bars.source;
+  if (saved) {
+    check_spec_matches(bars, *saved);
+    d.spec_ = *saved;
+  } else {
+    d.spec_ = fit_spec(bars, options);
+  }
+  for (const auto& s : bars.series) {
+    auto raw = compute_raw_features(s, bars.has_range, bars.has_volume);
+    SeriesFeatures f;
+    f.symbol = s.symbol;
+    f.symbol_id = symbol_id(d.spec_, s.symbol, bars.source);
+    f.timestamp_ns.assign(s.timestamp_ns.begin() + (s.size() > 0 ? 1 : 0), s.timestamp_ns.end());
+    f.close.assign(s.close.begin() + (s.size() > 0 ? 1 : 0), s.close.end());
+    normalize_into(raw.observed, d.spec_.observed, f.observed);
+    normalize_into(raw.known, d.spec_.known, f.known);
+    f.target.resize(raw.log_return.size());
+    for (size_t i = 0; i < raw.log_return.size(); ++i) {
+      f.target[i] = static_cast<float>(raw.log_return[i] / d.spec_.target_scale);
+    }
+    f.split_bounds = split_bounds(static_cast<int64_t>(f.rows()), options);
+    d.series_.push_back(std::move(f));
+  }
+  d.index_windows();
+
+  const int64_t need = options.encoder_length + options.horizon;
+  for (Split split : kAllSplits) {
+    if (split == Split::Test && options.test_fraction == 0) continue;
+    if (d.num_windows(split) > 0) continue;
+    size_t longest = 0;
+    std::string longest_symbol;
+    for (const auto& s : bars.series) {
+      if (s.size() >= longest) {
+        longest = s.size();
+        longest_symbol = s.symbol;
+      }
+    }
+    throw Error(bars.source + ": too few rows for one " + split_name(split) + " window: a window needs " +
+                std::to_string(need) + " consecutive bars (encoder " + std::to_string(options.encoder_length) +
+                " + horizon " + std::to_string(options.horizon) + ") inside one symbol's " + split_name(split) +
+                " split, but the longest symbol '" + longest_symbol + "' has only " + std::to_string(longest) +
+                " rows in all");
+  }
+  return d;
+}
+
+void Dataset::index_windows() {
+  for (Split split : kAllSplits) {
+    auto k = static_cast<size_t>(split);
+    auto& first = first_window_[k];
+    first.assign(series_.size() + 1, 0);
+    for (size_t s = 0; s < series_.size(); ++s) {
+      const auto& b = series_[s].split_bounds;
+      first[s + 1] = first[s] + static_cast<size_t>(windows_in(b[k + 1] - b[k], options_));
+    }
+  }
+}
+
+size_t Dataset::num_windows(Split split) const { return first_window_[static_cast<size_t>(split)].back(); }
+
+WindowRef Dataset::window(Split split, size_t index) const {
+  auto k = static_cast<size_t>(split);
+  const auto& first = first_window_[k];
+  if (index >= first.back()) {
+    throw Error(std::string("window ") + std::to_string(index) + " is out of range for the " + split_name(split) +
+                " split of " + std::to_string(first.back()) + " windows");
+  }
+  // The series whose range [first[s], first[s+1]) holds the index.
+  auto s = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), index) - first.begin()) - 1;
+  auto start = series_[s].split_bounds[k] + static_cast<int64_t>(index - first[s]);
+  return {static_cast<uint32_t>(s), static_cast<uint32_t>(start)};
+}
+
+}  // namespace qtft::data

@@ -1,0 +1,56 @@
+#include "qtft/data/features.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "qtft/common/calendar.h"
+
+namespace qtft::data {
+
+std::vector<std::string> observed_feature_names(bool has_range, bool has_volume) {
+  std::vector<std::string> names{"log_return"};
+  if (has_range) {
+    names.push_back("hl_range");
+    names.push_back("close_open");
+  }
+  if (has_volume) names.push_back("log_volume");
+  return names;
+}
+
+std::vector<std::string> known_feature_names() {
+  return {"time_of_day_sin", "time_of_day_cos", "day_of_week_sin", "day_of_week_cos", "bar_gap"};
+}
+
+RawFeatures compute_raw_features(const BarSeries& s, bool has_range, bool has_volume) {
+  RawFeatures f;
+  f.observed_names = observed_feature_names(has_range, has_volume);
+  f.known_names = known_feature_names();
+  const size_t rows = s.size() > 0 ? s.size() - 1 : 0;
+  f.observed.reserve(rows * f.observed_names.size());
+  f.known.reserve(rows * f.known_names.size());
+  f.log_return.reserve(rows);
+  constexpr double two_pi = 2.0 * std::numbers::pi;
+  for (size_t i = 1; i < s.size(); ++i) {
+    double r = std::log(s.close[i] / s.close[i - 1]);
+    f.log_return.push_back(r);
+    f.observed.push_back(r);
+    if (has_range) {
+      f.observed.push_back(std::log(s.high[i] / s.low[i]));
+      f.observed.push_back(std::log(s.close[i] / s.open[i]));
+    }
+    if (has_volume) f.observed.push_back(std::log1p(s.volume[i]));
+
+    int64_t t = s.timestamp_ns[i];
+    double day_phase = two_pi * static_cast<double>(seconds_of_day(t)) / kSecondsPerDay;
+    double week_phase = two_pi * day_of_week(t) / 7.0;
+    double gap_minutes = static_cast<double>(t - s.timestamp_ns[i - 1]) / (60.0 * kNanosPerSecond);
+    f.known.push_back(std::sin(day_phase));
+    f.known.push_back(std::cos(day_phase));
+    f.known.push_back(std::sin(week_phase));
+    f.known.push_back(std::cos(week_phase));
+    f.known.push_back(std::log1p(gap_minutes));
+  }
+  return f;
+}
+
+}  // namespace qtft::data

@@ -52,6 +52,9 @@ std::shared_ptr<arrow::Table> read_csv_table(const std::string& path) {
   auto read_options = arrow::csv::ReadOptions::Defaults();
   auto parse_options = arrow::csv::ParseOptions::Defaults();
   auto convert_options = arrow::csv::ConvertOptions::Defaults();
+  // Arrow reads "nan" and "NaN" as null by default; we keep them as numbers so that the
+  // error says the value is not finite, which is what the user wrote.
+  convert_options.null_values = {"", "NULL", "null", "NA", "N/A", "#N/A"};
   auto reader = unwrap(arrow::csv::TableReader::Make(arrow::io::IOContext(), input, read_options,
                                                      parse_options, convert_options),
                        path, "cannot read CSV");

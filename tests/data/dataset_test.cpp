@@ -1,0 +1,164 @@
+// Features, chronological splits, normalization fitted on the training split only, and
+// the window index.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "qtft/common/error.h"
+#include "qtft/data/dataset.h"
+#include "qtft/data/features.h"
+#include "support/bar_files.h"
+#include "support/temp_dir.h"
+
+namespace qtft::data {
+namespace {
+
+using ::testing::HasSubstr;
+
+DatasetOptions small_options() {
+  DatasetOptions o;
+  o.encoder_length = 4;
+  o.horizon = 2;
+  o.validation_fraction = 0.2;
+  o.test_fraction = 0.2;
+  return o;
+}
+
+TEST(Features, HandComputedValues) {
+  BarSeries s;
+  s.symbol = "ES";
+  // 2024-01-01T06:00:00Z (a Monday) then 2024-01-01T12:00:00Z: a 360-minute gap.
+  s.timestamp_ns = {1704088800LL * 1'000'000'000, 1704110400LL * 1'000'000'000};
+  s.open = {99, 100};
+  s.high = {101, 104};
+  s.low = {98, 100};
+  s.close = {100, 102};
+  s.volume = {10, 99};
+  auto f = compute_raw_features(s, true, true);
+  ASSERT_EQ(f.log_return.size(), 1u);
+  EXPECT_DOUBLE_EQ(f.observed[0], std::log(102.0 / 100.0));  // log_return
+  EXPECT_DOUBLE_EQ(f.observed[1], std::log(104.0 / 100.0));  // hl_range
+  EXPECT_DOUBLE_EQ(f.observed[2], std::log(102.0 / 100.0));  // close_open
+  EXPECT_DOUBLE_EQ(f.observed[3], std::log(100.0));          // log(1 + 99)
+  // Noon: time-of-day phase pi; Monday: day-of-week phase 0.
+  EXPECT_NEAR(f.known[0], 0.0, 1e-15);
+  EXPECT_DOUBLE_EQ(f.known[1], -1.0);
+  EXPECT_DOUBLE_EQ(f.known[2], 0.0);
+  EXPECT_DOUBLE_EQ(f.known[3], 1.0);
+  EXPECT_DOUBLE_EQ(f.known[4], std::log(361.0));
+  EXPECT_EQ(f.observed_names, (std::vector<std::string>{"log_return", "hl_range", "close_open", "log_volume"}));
+  EXPECT_EQ(observed_feature_names(false, false), std::vector<std::string>{"log_return"});
+}
+
+TEST(Dataset, SplitsChronologicallyWithoutWindowsCrossingBoundaries) {
+  auto bars = test::regular_bar_set(101, 2);  // 100 feature rows per symbol
+  auto d = Dataset::build(bars, small_options());
+  // Rows per symbol: train [0, 60), validation [60, 80), test [80, 100).
+  EXPECT_EQ(d.series()[0].split_bounds, (std::array<int64_t, 4>{0, 60, 80, 100}));
+  // Windows of 6 rows: 55 + 15 + 15 per symbol.
+  EXPECT_EQ(d.num_windows(Split::Train), 110u);
+  EXPECT_EQ(d.num_windows(Split::Validation), 30u);
+  EXPECT_EQ(d.num_windows(Split::Test), 30u);
+  for (Split split : kAllSplits) {
+    auto k = static_cast<size_t>(split);
+    std::vector<int> per_series(2, 0);
+    for (size_t i = 0; i < d.num_windows(split); ++i) {
+      auto w = d.window(split, i);
+      const auto& b = d.series()[w.series].split_bounds;
+      EXPECT_GE(w.start, b[k]);
+      EXPECT_LE(w.start + 6, b[k + 1]) << split_name(split) << " window " << i;
+      ++per_series[w.series];
+    }
+    EXPECT_EQ(per_series[0], per_series[1]);
+  }
+  EXPECT_EQ(d.window(Split::Validation, 0).start, 60u);
+  EXPECT_EQ(d.window(Split::Validation, 15).series, 1u);
+  EXPECT_THROW(d.window(Split::Test, 30), Error);
+}
+
+TEST(Dataset, NormalizationComesFromTheTrainingSplitOnly) {
+  auto bars = test::regular_bar_set(101, 1);
+  auto baseline = Dataset::build(bars, small_options());
+  // Wild values after the training split must not move the statistics at all.
+  auto changed = bars;
+  auto& s = changed.series[0];
+  for (size_t i = 62; i < s.size(); ++i) {
+    s.close[i] *= 5;
+    s.high[i] *= 5;
+    s.low[i] *= 5;
+    s.open[i] *= 5;
+    s.volume[i] *= 1000;
+  }
+  auto d = Dataset::build(changed, small_options());
+  for (size_t j = 0; j < d.spec().observed.size(); ++j) {
+    EXPECT_EQ(d.spec().observed[j].mean, baseline.spec().observed[j].mean) << d.spec().observed[j].name;
+    EXPECT_EQ(d.spec().observed[j].std, baseline.spec().observed[j].std) << d.spec().observed[j].name;
+  }
+  EXPECT_EQ(d.spec().target_scale, baseline.spec().target_scale);
+
+  // And they equal the moments of the first 60 feature rows, computed here directly.
+  auto raw = compute_raw_features(bars.series[0], true, true);
+  double mean = 0, var = 0;
+  for (int r = 0; r < 60; ++r) mean += raw.observed[r * 4 + 3];
+  mean /= 60;
+  for (int r = 0; r < 60; ++r) var += std::pow(raw.observed[r * 4 + 3] - mean, 2);
+  EXPECT_NEAR(d.spec().observed[3].mean, mean, 1e-12);
+  EXPECT_NEAR(d.spec().observed[3].std, std::sqrt(var / 60), 1e-12);
+  // Normalized training rows have mean 0 and std 1.
+  double sum = 0;
+  for (int r = 0; r < 60; ++r) sum += d.series()[0].observed[r * 4 + 3];
+  EXPECT_NEAR(sum / 60, 0.0, 1e-5);
+}
+
+TEST(Dataset, TargetsAreTheScaledFutureReturns) {
+  auto bars = test::regular_bar_set(101, 1);
+  auto d = Dataset::build(bars, small_options());
+  const auto& s = d.series()[0];
+  const auto& c = bars.series[0].close;
+  // Feature row r describes bar r + 1.
+  for (int r = 0; r < 100; ++r) {
+    EXPECT_FLOAT_EQ(s.target[r], static_cast<float>(std::log(c[r + 1] / c[r]) / d.spec().target_scale));
+  }
+  EXPECT_EQ(s.timestamp_ns[0], bars.series[0].timestamp_ns[1]);
+}
+
+TEST(Dataset, SavedSpecIsAppliedAndChecked) {
+  auto bars = test::regular_bar_set(101, 2);
+  auto trained = Dataset::build(bars, small_options());
+  auto other = test::regular_bar_set(101, 1);
+  other.series[0].close[5] *= 1.01;
+  auto applied = Dataset::build(other, small_options(), trained.spec());
+  EXPECT_EQ(applied.spec().observed[0].mean, trained.spec().observed[0].mean);
+
+  auto unknown = other;
+  unknown.series[0].symbol = "ZZ";
+  EXPECT_THAT(test::error_message([&] { Dataset::build(unknown, small_options(), trained.spec()); }),
+              HasSubstr("symbol 'ZZ' was not in the training data (known: S0, S1)"));
+  auto no_volume = other;
+  no_volume.has_volume = false;
+  EXPECT_THAT(test::error_message([&] { Dataset::build(no_volume, small_options(), trained.spec()); }),
+              HasSubstr("trained on the inputs [log_return, hl_range, close_open, log_volume] but this file gives "
+                        "[log_return, hl_range, close_open]"));
+}
+
+TEST(Dataset, TooFewRowsForOneWindowNamesTheNeed) {
+  auto bars = test::regular_bar_set(20, 1);
+  auto message = test::error_message([&] { Dataset::build(bars, small_options()); });
+  EXPECT_THAT(message, HasSubstr("test bars: too few rows for one validation window"));
+  EXPECT_THAT(message, HasSubstr("needs 6 consecutive bars (encoder 4 + horizon 2)"));
+  EXPECT_THAT(message, HasSubstr("'S0' has only 20 rows"));
+}
+
+TEST(Dataset, OptionsAreValidated) {
+  auto o = small_options();
+  o.horizon = 0;
+  EXPECT_THROW(o.validate(), UsageError);
+  o = small_options();
+  o.validation_fraction = 0.6;
+  o.test_fraction = 0.4;
+  EXPECT_THROW(o.validate(), UsageError);
+}
+
+}  // namespace
+}  // namespace qtft::data

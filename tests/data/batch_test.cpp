@@ -1,1 +1,74 @@
+// Batches: seeded order, and tensors that hold exactly the dataset's rows.
+#include <gtest/gtest.h>
 
+#include <algorithm>
+#include <numeric>
+
+#include "qtft/data/batch.h"
+#include "qtft/data/batch_order.h"
+#include "support/bar_files.h"
+
+namespace qtft::data {
+namespace {
+
+TEST(BatchOrder, SameSeedSameOrderAndEveryWindowOnce) {
+  BatchOrder a(1000, 64, 42, true), b(1000, 64, 42, true), c(1000, 64, 43, true);
+  auto order = a.epoch_order(0);
+  EXPECT_EQ(order, b.epoch_order(0));
+  EXPECT_NE(order, c.epoch_order(0));
+  EXPECT_NE(order, a.epoch_order(1));  // a new permutation each epoch
+  auto sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<size_t> all(1000);
+  std::iota(all.begin(), all.end(), size_t{0});
+  EXPECT_EQ(sorted, all);
+  EXPECT_EQ(a.num_batches(), 16u);  // 15 full batches and one of 40
+}
+
+TEST(BatchOrder, PinnedOrderForSeed) {
+  // Fisher-Yates over qtft::Rng is fully specified: this order must never change silently,
+  // or resumed runs and published results would stop reproducing.
+  BatchOrder order(8, 4, 42, true);
+  EXPECT_EQ(order.epoch_order(0), (std::vector<size_t>{1, 7, 3, 5, 6, 4, 2, 0}));
+}
+
+TEST(BatchOrder, UnshuffledIsInOrder) {
+  BatchOrder order(5, 2, 42, false);
+  EXPECT_EQ(order.epoch_order(3), (std::vector<size_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(order.num_batches(), 3u);
+}
+
+TEST(Batch, HoldsTheWindowsRowsExactly) {
+  auto bars = test::regular_bar_set(201, 2);
+  DatasetOptions o;
+  o.encoder_length = 8;
+  o.horizon = 3;
+  auto d = Dataset::build(bars, o);
+  std::vector<size_t> indices{5, 0, d.num_windows(Split::Train) - 1};
+  auto batch = make_batch(d, Split::Train, indices);
+  EXPECT_EQ(batch.observed.sizes(), (std::vector<int64_t>{3, 8, 4}));
+  EXPECT_EQ(batch.known.sizes(), (std::vector<int64_t>{3, 11, 5}));
+  EXPECT_EQ(batch.target.sizes(), (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(batch.symbol.sizes(), (std::vector<int64_t>{3}));
+  for (int64_t i = 0; i < 3; ++i) {
+    auto w = d.window(Split::Train, indices[i]);
+    const auto& s = d.series()[w.series];
+    EXPECT_EQ(batch.symbol[i].item<int64_t>(), s.symbol_id);
+    for (int64_t t = 0; t < 8; ++t) {
+      for (int64_t j = 0; j < 4; ++j) {
+        ASSERT_EQ(batch.observed[i][t][j].item<float>(), s.observed[(w.start + t) * 4 + j]);
+      }
+    }
+    for (int64_t t = 0; t < 11; ++t) {
+      ASSERT_EQ(batch.known[i][t][4].item<float>(), s.known[(w.start + t) * 5 + 4]);
+    }
+    // The decoder targets are the rows after the encoder, never the encoder's own rows.
+    for (int64_t h = 0; h < 3; ++h) {
+      ASSERT_EQ(batch.target[i][h].item<float>(), s.target[w.start + 8 + h]);
+    }
+  }
+  EXPECT_EQ(batch.symbol[2].item<int64_t>(), 1);  // the last window is the second symbol's
+}
+
+}  // namespace
+}  // namespace qtft::data

@@ -12,5 +12,9 @@ void add_make_data_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_train_command(CLI::App& app);
+void add_diff_command(CLI::App& app);
+void add_evaluate_command(CLI::App& app);
+void add_predict_command(CLI::App& app);
+void add_explain_command(CLI::App& app);
 
 }  // namespace qtft::cli

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "exit_code.h"
 #include "qtft/common/error.h"
 
 int main(int argc, char** argv) {
@@ -15,6 +16,10 @@ int main(int argc, char** argv) {
   qtft::cli::add_convert_command(app);
   qtft::cli::add_inspect_command(app);
   qtft::cli::add_train_command(app);
+  qtft::cli::add_evaluate_command(app);
+  qtft::cli::add_predict_command(app);
+  qtft::cli::add_explain_command(app);
+  qtft::cli::add_diff_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -23,6 +28,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const qtft::cli::ExitCode& e) {
+    return e.code;
   } catch (const CLI::ParseError& e) {
     std::cerr << "qtft: " << e.what() << "\n(run 'qtft --help' or 'qtft <command> --help')\n";
     return 2;

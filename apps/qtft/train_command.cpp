@@ -1,42 +1,164 @@
+// `qtft train`: data -> model -> trained model file and metrics. The steps are library
+// calls; this file only wires flags to them and prints.
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "data_flags.h"
-#include "qtft/data/batch.h"
-#include "qtft/data/batch_order.h"
+#include "exit_code.h"
+#include "qtft/common/error.h"
 #include "qtft/data/dataset_summary.h"
+#include "qtft/io/atomic_file.h"
+#include "qtft/train/baselines.h"
+#include "qtft/train/interrupt.h"
+#include "qtft/train/model_io.h"
+#include "qtft/train/trainer.h"
+#include "run_flags.h"
 
 namespace qtft::cli {
 namespace {
 
 struct TrainFlags {
   DataFlags data;
-  size_t batch_size = 64;
-  uint64_t seed = 42;
+  ModelFlags model;
+  RuntimeFlags runtime;
+  train::TrainOptions train;
+  std::string lr_schedule = "plateau";
+  std::string save_model, load_model, metrics_json;
+  bool resume = false;
 };
 
-// Walks one epoch of shuffled training batches: proves the whole data path end to end
-// and says how fast it is, so the model's own cost is later easy to tell apart.
-void run_data_epoch(const data::Dataset& dataset, const TrainFlags& f) {
-  data::BatchOrder order(dataset.num_windows(data::Split::Train), f.batch_size, f.seed, true);
-  auto indices = order.epoch_order(0);
-  auto start = std::chrono::steady_clock::now();
-  double checksum = 0.0;
-  for (size_t b = 0; b < order.num_batches(); ++b) {
-    size_t first = b * f.batch_size;
-    size_t count = std::min(f.batch_size, indices.size() - first);
-    auto batch = data::make_batch(dataset, data::Split::Train, {indices.data() + first, count});
-    checksum += batch.target.sum().item<double>();
+constexpr const char* kInterruptedFile = "qtft-interrupted.safetensors";
+
+void print_config(const model::TftOptions& m, const train::TrainOptions& t, int64_t parameters, c10::Device device) {
+  std::string q;
+  for (double v : m.quantiles()) q += (q.empty() ? "" : ",") + std::to_string(v).substr(0, 4);
+  std::printf("Model: TFT hidden %lld, heads %lld, lstm layers %lld, dropout %.2f, quantiles %s; %lld parameters\n",
+              static_cast<long long>(m.hidden_size()), static_cast<long long>(m.attention_heads()),
+              static_cast<long long>(m.lstm_layers()), m.dropout(), q.c_str(), static_cast<long long>(parameters));
+  std::printf("Training: %lld epochs, batch %zu, Adam lr %g, weight decay %g, clip %g, schedule %s, patience %lld, "
+              "seed %llu, device %s\n",
+              static_cast<long long>(t.epochs), t.batch_size, t.learning_rate, t.weight_decay, t.clip_norm,
+              train::lr_schedule_name(t.schedule), static_cast<long long>(t.patience),
+              static_cast<unsigned long long>(t.seed), device.str().c_str());
+}
+
+// On --resume the saved options win (batch size, seed, schedule decide which batches come
+// next); only --epochs may grow, to train further.
+train::TrainOptions resumed_options(const nlohmann::json& saved, const train::TrainOptions& cli) {
+  train::TrainOptions o = cli;
+  o.batch_size = saved.at("batch_size").get<size_t>();
+  o.learning_rate = saved.at("learning_rate").get<double>();
+  o.weight_decay = saved.at("weight_decay").get<double>();
+  o.clip_norm = saved.at("clip_norm").get<double>();
+  o.schedule = train::parse_lr_schedule(saved.at("lr_schedule").get<std::string>());
+  o.patience = saved.at("patience").get<int64_t>();
+  o.seed = saved.at("seed").get<uint64_t>();
+  o.max_batches_per_epoch = saved.at("max_batches_per_epoch").get<int64_t>();
+  return o;
+}
+
+void run_train(TrainFlags& f) {
+  // First of all: a Ctrl-C while the data loads still ends in a checkpoint after one step.
+  train::install_interrupt_handler();
+  finish_data_flags(f.data);
+  f.runtime.apply();
+  f.train.schedule = train::parse_lr_schedule(f.lr_schedule);
+  if (f.resume && f.load_model.empty()) throw UsageError("--resume needs --load-model FILE (the checkpoint to continue)");
+  auto device = train::resolve_device(f.runtime.device);
+
+  const auto& source = f.data.source;
+  if (source.uses_embedded_data()) {
+    std::cout << "No --parquet-file or --csv-file given: training on the " << data::describe_source(source) << "\n";
   }
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("Batches: %zu per epoch (batch size %zu, seed %llu), one epoch assembled in %.2f s "
-              "(%.0f windows/s; target checksum %.6g)\n",
-              order.num_batches(), f.batch_size, static_cast<unsigned long long>(f.seed), seconds,
-              static_cast<double>(indices.size()) / std::max(seconds, 1e-9), checksum);
+  auto bars = data::load_bars(source);
+
+  std::optional<train::LoadedModel> loaded;
+  if (!f.load_model.empty()) {
+    loaded = train::load_model(f.load_model, device);
+    std::cout << "Loaded " << f.load_model << " (its configuration, features and windows are kept)\n";
+    if (f.resume) {
+      if (!loaded->file.training) throw Error(f.load_model + ": holds no training state to --resume from");
+      f.train = resumed_options(loaded->file.training->config, f.train);
+    }
+  }
+  auto dataset = loaded ? data::Dataset::build(bars, loaded->file.dataset, loaded->file.features)
+                        : data::Dataset::build(bars, f.data.dataset);
+  std::cout << "Data: " << data::describe_source(source) << "\n" << data::summarize_dataset(bars, dataset);
+
+  auto model = [&] {
+    if (loaded) return loaded->model;
+    model::TftOptions options(static_cast<int64_t>(dataset.num_observed()), static_cast<int64_t>(dataset.num_known()),
+                              static_cast<int64_t>(dataset.spec().symbols.size()), dataset.options().encoder_length,
+                              dataset.options().horizon);
+    f.model.apply_to(options);
+    return train::build_model(options, f.train.seed);
+  }();
+  const auto parameters = train::count_parameters(*model);
+  print_config(model->options(), f.train, parameters, device);
+
+  auto baselines = train::evaluate_baselines(dataset, data::Split::Validation, model->options().quantiles());
+  std::printf("Baselines on validation: zero-return loss %.5f, training quantiles loss %.5f (best: %s)\n",
+              baselines.zero.loss, baselines.empirical.loss, baselines.best_name().c_str());
+
+  train::Trainer trainer(model, dataset, f.train, device);
+  if (f.resume) {
+    const auto& st = *loaded->file.training;
+    trainer.resume_from(st, loaded->file.weights);
+    std::printf("Resuming after epoch %lld, batch %lld (step %lld)\n", static_cast<long long>(st.epochs_completed),
+                static_cast<long long>(st.batches_done_in_epoch), static_cast<long long>(st.global_step));
+  }
+  auto progress = train::make_console_progress(stdout, stdout_is_terminal());
+  auto result = trainer.fit(*progress);
+
+  const auto state = trainer.state();
+  train::ModelFile out{model->options(), dataset.spec(), dataset.options(), trainer.best_weights(), state};
+  if (result.interrupted) {
+    std::string path = f.save_model.empty() ? kInterruptedFile : f.save_model;
+    train::save_model_file(path, out);
+    std::fprintf(stderr,
+                 "\nqtft: interrupted after epoch %lld, batch %lld: saved a resumable checkpoint to %s\n"
+                 "continue with: qtft train --load-model %s --resume [same data flags]\n",
+                 static_cast<long long>(state.epochs_completed), static_cast<long long>(state.batches_done_in_epoch),
+                 path.c_str(), path.c_str());
+    throw ExitCode{130};
+  }
+
+  // Report the best epoch's model, which is also what the file holds.
+  train::copy_weights_into(*model, out.weights, "best weights");
+  const auto& best = result.best_val;
+  const double baseline = baselines.best().loss;
+  std::printf(
+      "Summary: best epoch %lld of %lld%s; validation loss %.5f vs best naive baseline %.5f (%s): %s by %.1f%%; "
+      "RMSE %.5f, MAE %.5f, P50 %.4f, P90 %.4f; %lld parameters; %.1f s\n",
+      static_cast<long long>(result.best_epoch), static_cast<long long>(result.epochs_completed),
+      result.stopped_early ? " (stopped early)" : "", best.loss, baseline, baselines.best_name().c_str(),
+      best.loss < baseline ? "better" : "WORSE", 100.0 * std::abs(baseline - best.loss) / baseline, best.rmse,
+      best.mae, best.p50, best.p90, static_cast<long long>(parameters), result.train_seconds);
+  if (!f.save_model.empty()) {
+    train::save_model_file(f.save_model, out);
+    std::cout << "Saved " << f.save_model << "\n";
+  }
+  if (!f.metrics_json.empty()) {
+    nlohmann::json j{{"config", {{"model", model::to_json(model->options())}, {"training", train::to_json(f.train)},
+                                 {"data", data::describe_source(source)}}},
+                     {"epochs", state.history},
+                     {"best_epoch", result.best_epoch},
+                     {"val_loss", best.loss},
+                     {"val_rmse", best.rmse},
+                     {"val_mae", best.mae},
+                     {"val_p50", best.p50},
+                     {"val_p90", best.p90},
+                     {"baseline_val_loss", baseline},
+                     {"baselines", {{"zero", train::to_json(baselines.zero)}, {"empirical", train::to_json(baselines.empirical)}}},
+                     {"parameters", parameters},
+                     {"train_seconds", result.train_seconds},
+                     {"stopped_early", result.stopped_early}};
+    io::write_file_atomically(f.metrics_json, j.dump(2) + "\n");
+  }
 }
 
 }  // namespace
@@ -46,24 +168,15 @@ void add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a TFT forecaster on bars (the embedded data by default)");
   add_bar_source_flags(*cmd, flags->data);
   add_window_flags(*cmd, flags->data);
-  cmd->add_option("--batch-size", flags->batch_size, "Windows per batch")->capture_default_str();
-  cmd->add_option("--seed", flags->seed, "Seed for the batch order")->capture_default_str();
-  cmd->callback([flags] {
-    auto& f = *flags;
-    finish_data_flags(f.data);
-    f.data.dataset.validate();
-    const auto& source = f.data.source;
-    if (source.uses_embedded_data()) {
-      std::cout << "No --parquet-file or --csv-file given: training on the "
-                << data::describe_source(source) << "\n";
-    }
-    auto bars = data::load_bars(source);
-    auto dataset = data::Dataset::build(bars, f.data.dataset);
-    std::cout << "Data: " << data::describe_source(source) << "\n" << data::summarize_dataset(bars, dataset);
-    run_data_epoch(dataset, f);
-    std::cout << "Summary: data ready (" << dataset.num_windows(data::Split::Train) << " training windows). "
-              << "Training itself comes with the TFT model (issue 3); this build prepares and checks the data only.\n";
-  });
+  add_model_flags(*cmd, flags->model);
+  add_training_flags(*cmd, flags->train, flags->lr_schedule);
+  add_runtime_flags(*cmd, flags->runtime);
+  cmd->add_option("--save-model", flags->save_model, "Write the best model and training state (.safetensors)");
+  cmd->add_option("--load-model", flags->load_model, "Start from a saved model (fine-tune or --resume)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--resume", flags->resume, "Continue the --load-model run exactly: optimizer, epoch, batch, RNG");
+  cmd->add_option("--metrics-json", flags->metrics_json, "Write configuration, per-epoch metrics and summary");
+  cmd->callback([flags] { run_train(*flags); });
 }
 
 }  // namespace qtft::cli

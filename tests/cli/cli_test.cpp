@@ -2,12 +2,10 @@
 // the commands this build delivers, end to end.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "qtft/io/safetensors.h"
+#include "support/cli_runner.h"
 #include "support/temp_dir.h"
 
 namespace qtft {
@@ -16,28 +14,12 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Run {
-  int exit_code = -1;
-  std::string out, err;
-};
+using Run = test::CliRun;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+Run qtft(const test::TempDir& dir, const std::string& args) { return test::run_qtft(dir, args); }
 
-Run qtft(const test::TempDir& dir, const std::string& args) {
-  auto out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-  std::string command = std::string("'") + QTFT_CLI_PATH + "' " + args + " >'" + out + "' 2>'" + err + "'";
-  int status = std::system(command.c_str());
-  Run run;
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.out = slurp(out);
-  run.err = slurp(err);
-  return run;
-}
+// Enough training to exercise the path, small enough for a test.
+const std::string kQuickTrain = " --epochs 1 --max-batches-per-epoch 2 --hidden-size 8 --attention-heads 2";
 
 int lines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
 
@@ -82,7 +64,7 @@ TEST(Cli, MakeDataThenTrainReadsItBack) {
   auto run = qtft(dir, "make-data --output " + parquet + " --rows 3000 --symbols 2 --seed 9");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("3000 bars, 2 symbols"));
-  run = qtft(dir, "train --parquet-file " + parquet + " --encoder-length 16 --horizon 4");
+  run = qtft(dir, "train --parquet-file " + parquet + " --encoder-length 16 --horizon 4" + kQuickTrain);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("rows: 3000 bars, 2 symbols (ES: 1500, NQ: 1500)"));
   EXPECT_THAT(run.out, HasSubstr("windows (encoder 16, horizon 4): train"));
@@ -91,7 +73,7 @@ TEST(Cli, MakeDataThenTrainReadsItBack) {
 
 TEST(Cli, TrainWithoutDataSaysItUsesTheEmbeddedSet) {
   test::TempDir dir;
-  auto run = qtft(dir, "train");
+  auto run = qtft(dir, "train" + kQuickTrain);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("No --parquet-file or --csv-file given: training on the embedded synthetic data"));
   EXPECT_THAT(run.out, HasSubstr("Summary:"));
@@ -105,7 +87,7 @@ TEST(Cli, ConvertValidatesThenWritesParquet) {
   auto run = qtft(dir, "convert " + csv + " " + parquet);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("500 rows"));
-  EXPECT_EQ(qtft(dir, "train --parquet-file " + parquet + " --encoder-length 8 --horizon 2").exit_code, 0);
+  EXPECT_EQ(qtft(dir, "train --parquet-file " + parquet + " --encoder-length 8 --horizon 2" + kQuickTrain).exit_code, 0);
 
   auto bad = dir.write("bad.csv", "timestamp,close\n2024-01-02T08:30:00Z,-1\n");
   run = qtft(dir, "convert " + bad + " " + dir.file("bad.parquet"));

@@ -1,0 +1,54 @@
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "model_run.h"
+#include "qtft/io/atomic_file.h"
+#include "qtft/train/baselines.h"
+#include "qtft/train/evaluate.h"
+
+namespace qtft::cli {
+namespace {
+
+void print_row(const char* name, const train::ForecastMetrics& m) {
+  std::printf("  %-22s %9.5f %9.5f %9.5f %8.4f %8.4f\n", name, m.loss, m.rmse, m.mae, m.p50, m.p90);
+}
+
+}  // namespace
+
+void add_evaluate_command(CLI::App& app) {
+  struct Flags {
+    ModelRunFlags run;
+    std::string metrics_json;
+  };
+  auto flags = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand("evaluate", "Metrics of a saved model and the naive baselines on bars");
+  add_model_run_flags(*cmd, flags->run);
+  cmd->add_option("--metrics-json", flags->metrics_json, "Write the metrics as JSON");
+  cmd->callback([flags] {
+    auto run = open_model_run(flags->run);
+    auto metrics = train::evaluate_model(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);
+    auto baselines = train::evaluate_baselines(run.dataset, run.split, run.loaded.model->options().quantiles());
+    std::printf("%s split: %lld windows (metrics in units of the training return std)\n",
+                data::split_name(run.split), static_cast<long long>(run.dataset.num_windows(run.split)));
+    std::printf("  %-22s %9s %9s %9s %8s %8s\n", "forecast", "loss", "rmse", "mae", "P50", "P90");
+    print_row("model", metrics);
+    print_row("zero return", baselines.zero);
+    print_row("training quantiles", baselines.empirical);
+    if (!flags->metrics_json.empty()) {
+      nlohmann::json j{{"split", data::split_name(run.split)},
+                       {"windows", run.dataset.num_windows(run.split)},
+                       {"val_loss", metrics.loss},
+                       {"val_rmse", metrics.rmse},
+                       {"val_mae", metrics.mae},
+                       {"model", train::to_json(metrics)},
+                       {"baseline_val_loss", baselines.best().loss},
+                       {"baselines", {{"zero", train::to_json(baselines.zero)}, {"empirical", train::to_json(baselines.empirical)}}}};
+      io::write_file_atomically(flags->metrics_json, j.dump(2) + "\n");
+    }
+  });
+}
+
+}  // namespace qtft::cli

@@ -1,0 +1,30 @@
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "model_run.h"
+#include "qtft/io/atomic_file.h"
+#include "qtft/train/explain.h"
+
+namespace qtft::cli {
+
+void add_explain_command(CLI::App& app) {
+  struct Flags {
+    ModelRunFlags run;
+    std::string json;
+  };
+  auto flags = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand("explain", "Variable importance and attention profile of a saved model");
+  add_model_run_flags(*cmd, flags->run);
+  cmd->add_option("--json", flags->json, "Also write the explanation as JSON");
+  cmd->callback([flags] {
+    auto run = open_model_run(flags->run);
+    auto e = train::explain_model(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);
+    std::cout << train::format_explanation(e);
+    if (!flags->json.empty()) io::write_file_atomically(flags->json, train::to_json(e).dump(2) + "\n");
+  });
+}
+
+}  // namespace qtft::cli

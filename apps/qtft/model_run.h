@@ -1,0 +1,38 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "data_flags.h"
+#include "qtft/data/dataset.h"
+#include "qtft/train/model_io.h"
+#include "run_flags.h"
+
+namespace CLI {
+class App;
+}
+
+namespace qtft::cli {
+
+// The flags shared by commands that apply a saved model to bars: evaluate, predict, explain.
+struct ModelRunFlags {
+  DataFlags data;
+  RuntimeFlags runtime;
+  std::string load_model;
+  std::string split = "test";
+  size_t batch_size = 512;
+};
+
+void add_model_run_flags(CLI::App& cmd, ModelRunFlags& flags);
+
+// A saved model and the bars windowed exactly as when it was trained.
+struct ModelRun {
+  c10::Device device;
+  train::LoadedModel loaded;
+  data::BarSet bars;
+  data::Dataset dataset;
+  data::Split split;
+};
+ModelRun open_model_run(ModelRunFlags& flags);
+
+}  // namespace qtft::cli

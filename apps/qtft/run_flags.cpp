@@ -1,0 +1,57 @@
+#include "run_flags.h"
+
+#include <ATen/Parallel.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include "qtft/common/error.h"
+
+namespace qtft::cli {
+
+void ModelFlags::apply_to(model::TftOptions& o) const {
+  o.hidden_size(hidden_size).attention_heads(attention_heads).lstm_layers(lstm_layers).dropout(dropout).quantiles(
+      quantiles);
+}
+
+void RuntimeFlags::apply() const {
+  if (threads < 0) throw UsageError("--threads must not be negative");
+  if (threads > 0) at::set_num_threads(threads);
+}
+
+void add_model_flags(CLI::App& cmd, ModelFlags& f) {
+  cmd.add_option("--hidden-size", f.hidden_size, "Width of every hidden layer")->capture_default_str();
+  cmd.add_option("--attention-heads", f.attention_heads, "Attention heads (must divide --hidden-size)")
+      ->capture_default_str();
+  cmd.add_option("--lstm-layers", f.lstm_layers, "Layers of the LSTM encoder and decoder")->capture_default_str();
+  cmd.add_option("--dropout", f.dropout, "Dropout rate")->capture_default_str();
+  cmd.add_option("--quantiles", f.quantiles, "Forecast quantiles, comma-separated (must include 0.5)")
+      ->delimiter(',')
+      ->capture_default_str();
+}
+
+void add_runtime_flags(CLI::App& cmd, RuntimeFlags& f) {
+  cmd.add_option("--device", f.device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  cmd.add_option("--threads", f.threads, "CPU threads for LibTorch (0: its default)")->capture_default_str();
+}
+
+void add_training_flags(CLI::App& cmd, train::TrainOptions& o, std::string& lr_schedule) {
+  cmd.add_option("--epochs", o.epochs, "Epochs to train (in all, when resuming)")->capture_default_str();
+  cmd.add_option("--batch-size", o.batch_size, "Windows per batch")->capture_default_str();
+  cmd.add_option("--learning-rate", o.learning_rate, "Adam learning rate")->capture_default_str();
+  cmd.add_option("--weight-decay", o.weight_decay, "Adam weight decay (L2)")->capture_default_str();
+  cmd.add_option("--clip-norm", o.clip_norm, "Clip gradients to this global norm (0: off)")->capture_default_str();
+  cmd.add_option("--lr-schedule", lr_schedule, "none, plateau (halve after 2 epochs without improvement) or cosine")
+      ->check(CLI::IsMember({"none", "plateau", "cosine"}))
+      ->capture_default_str();
+  cmd.add_option("--patience", o.patience, "Stop after this many epochs without improvement (0: never)")
+      ->capture_default_str();
+  cmd.add_option("--seed", o.seed, "Seed for initialization, batch order and dropout")->capture_default_str();
+  cmd.add_option("--max-batches-per-epoch", o.max_batches_per_epoch, "Cap on batches per epoch (0: all)")
+      ->capture_default_str();
+}
+
+bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
+
+}  // namespace qtft::cli

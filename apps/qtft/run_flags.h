@@ -1,0 +1,39 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "qtft/model/tft_options.h"
+#include "qtft/train/train_options.h"
+
+namespace CLI {
+class App;
+}
+
+namespace qtft::cli {
+
+// Architecture flags; applied to the options built from the data.
+struct ModelFlags {
+  int64_t hidden_size = 64;
+  int64_t attention_heads = 4;
+  int64_t lstm_layers = 1;
+  double dropout = 0.1;
+  std::vector<double> quantiles{0.1, 0.5, 0.9};
+  void apply_to(model::TftOptions& options) const;
+};
+
+// Where and how computations run.
+struct RuntimeFlags {
+  std::string device = "auto";
+  int threads = 0;  // 0 = LibTorch's default
+  void apply() const;
+};
+
+void add_model_flags(CLI::App& cmd, ModelFlags& flags);
+void add_runtime_flags(CLI::App& cmd, RuntimeFlags& flags);
+void add_training_flags(CLI::App& cmd, train::TrainOptions& options, std::string& lr_schedule);
+
+// stdout is a terminal: draw live progress bars instead of log lines.
+bool stdout_is_terminal();
+
+}  // namespace qtft::cli

@@ -1,0 +1,111 @@
+// Training throughput of the TFT: step time (forward, backward, Adam) and samples per
+// second for the TFT paper's electricity-sized configuration and a small one, measured in
+// the same run. Prints a table and JSON.
+//   build/bench/train_throughput_bench [--steps 10] [--device cpu|cuda|auto] [--json out.json]
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <torch/optim/adam.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "qtft/data/batch.h"
+#include "qtft/data/batch_order.h"
+#include "qtft/data/synthetic.h"
+#include "qtft/io/atomic_file.h"
+#include "qtft/train/model_io.h"
+#include "qtft/train/quantile_loss.h"
+
+namespace {
+
+struct Config {
+  const char* name;
+  int64_t encoder, horizon, hidden, heads, batch;
+};
+
+void synchronize(c10::Device device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
+
+nlohmann::json measure(const Config& c, int steps, c10::Device device) {
+  qtft::data::SyntheticOptions synthetic;  // the embedded data set
+  auto bars = qtft::data::generate_synthetic_bars(synthetic);
+  qtft::data::DatasetOptions dopts;
+  dopts.encoder_length = c.encoder;
+  dopts.horizon = c.horizon;
+  auto dataset = qtft::data::Dataset::build(bars, dopts);
+  qtft::model::TftOptions options(static_cast<int64_t>(dataset.num_observed()),
+                                  static_cast<int64_t>(dataset.num_known()),
+                                  static_cast<int64_t>(dataset.spec().symbols.size()), c.encoder, c.horizon);
+  options.hidden_size(c.hidden).attention_heads(c.heads);
+  auto model = qtft::train::build_model(options, 1);
+  model->to(device);
+  model->train();
+  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
+  qtft::data::BatchOrder order(dataset.num_windows(qtft::data::Split::Train), static_cast<size_t>(c.batch), 1, true);
+  auto indices = order.epoch_order(0);
+
+  const int warmup = 2;
+  double total = 0.0;
+  for (int s = 0; s < warmup + steps; ++s) {
+    std::vector<size_t> ids(indices.begin() + s * c.batch, indices.begin() + (s + 1) * c.batch);
+    auto batch = qtft::data::make_batch(dataset, qtft::data::Split::Train, ids);
+    synchronize(device);
+    auto start = std::chrono::steady_clock::now();
+    auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
+    auto loss = qtft::train::quantile_loss(out.quantiles, batch.target.to(device), options.quantiles());
+    adam.zero_grad();
+    loss.backward();
+    adam.step();
+    synchronize(device);
+    if (s >= warmup) total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  double step_s = total / steps;
+  return {{"config", c.name},
+          {"encoder_length", c.encoder},
+          {"horizon", c.horizon},
+          {"hidden_size", c.hidden},
+          {"attention_heads", c.heads},
+          {"batch_size", c.batch},
+          {"parameters", qtft::train::count_parameters(*model)},
+          {"steps", steps},
+          {"step_seconds", step_s},
+          {"samples_per_second", static_cast<double>(c.batch) / step_s}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"TFT training throughput"};
+  int steps = 10;
+  std::string device_name = "auto", json_path;
+  int threads = 0;
+  app.add_option("--steps", steps, "Measured steps per configuration (after 2 warm-up steps)")->capture_default_str();
+  app.add_option("--device", device_name, "cpu, cuda or auto")->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads (0: LibTorch default)")->capture_default_str();
+  app.add_option("--json", json_path, "Write the figures as JSON");
+  CLI11_PARSE(app, argc, argv);
+  if (threads > 0) at::set_num_threads(threads);
+  auto device = qtft::train::resolve_device(device_name);
+
+  const Config configs[] = {{"paper", 168, 24, 160, 4, 64}, {"small", 64, 8, 64, 4, 64}};
+  nlohmann::json results = nlohmann::json::array();
+  std::printf("device %s, %d CPU threads, %d steps each\n", device.str().c_str(), at::get_num_threads(), steps);
+  std::printf("%-6s %7s %7s %6s %5s %5s %10s %10s %12s\n", "config", "encoder", "horizon", "hidden", "heads", "batch",
+              "params", "step_ms", "samples/s");
+  for (const auto& c : configs) {
+    auto r = measure(c, steps, device);
+    std::printf("%-6s %7lld %7lld %6lld %5lld %5lld %10lld %10.1f %12.1f\n", c.name, static_cast<long long>(c.encoder),
+                static_cast<long long>(c.horizon), static_cast<long long>(c.hidden), static_cast<long long>(c.heads),
+                static_cast<long long>(c.batch), r["parameters"].get<long long>(), 1000 * r["step_seconds"].get<double>(),
+                r["samples_per_second"].get<double>());
+    results.push_back(r);
+  }
+  nlohmann::json j{{"device", device.str()}, {"threads", at::get_num_threads()}, {"results", results}};
+  std::printf("%s\n", j.dump().c_str());
+  if (!json_path.empty()) qtft::io::write_file_atomically(json_path, j.dump(2) + "\n");
+  return 0;
+}

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+
+namespace qtft::model {
+
+struct DenseOptions {
+  DenseOptions(int64_t in_features, int64_t out_features) : in_features_(in_features), out_features_(out_features) {}
+  TORCH_ARG(int64_t, in_features);
+  TORCH_ARG(int64_t, out_features);
+  TORCH_ARG(bool, bias) = true;
+};
+
+// Every linear layer of the TFT is a Dense, so that quantization-aware training can wrap
+// weights and activations in exactly one place. Its parameters live in the submodule
+// "linear" (paths such as "encoder_vsn.flattened_grn.fc1.linear.weight").
+class DenseImpl : public torch::nn::Module {
+ public:
+  explicit DenseImpl(DenseOptions options);
+  DenseImpl(int64_t in_features, int64_t out_features) : DenseImpl(DenseOptions(in_features, out_features)) {}
+
+  at::Tensor forward(const at::Tensor& x);
+
+  const DenseOptions& options() const { return options_; }
+
+  torch::nn::Linear linear{nullptr};
+
+ private:
+  DenseOptions options_;
+};
+TORCH_MODULE(Dense);
+
+}  // namespace qtft::model

@@ -1,0 +1,56 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+
+#include "qtft/model/dense.h"
+
+namespace qtft::model {
+
+// GLU(x) = sigmoid(gate_fc(x)) * fc(x)  (W4/b4 and W5/b5 in Lim et al., eq. 5). The gate lets
+// the network scale a whole block down to nothing where it is not needed.
+class GatedLinearUnitImpl : public torch::nn::Module {
+ public:
+  GatedLinearUnitImpl(int64_t input_size, int64_t output_size);
+
+  at::Tensor forward(const at::Tensor& x);
+
+  Dense fc{nullptr};       // the value path, W5 x + b5
+  Dense gate_fc{nullptr};  // the gate's logits, W4 x + b4
+};
+TORCH_MODULE(GatedLinearUnit);
+
+struct GateAddNormOptions {
+  GateAddNormOptions(int64_t input_size, int64_t output_size) : input_size_(input_size), output_size_(output_size) {}
+  TORCH_ARG(int64_t, input_size);
+  TORCH_ARG(int64_t, output_size);
+  TORCH_ARG(double, dropout) = 0.0;
+};
+
+// GateAddNorm(x, skip) = LayerNorm(skip + GLU(dropout(x))): the gated skip connection the
+// paper puts around the LSTM, the attention and the whole temporal block. It lives with the
+// GLU because it is nothing more than a GLU with its residual and normalization.
+class GateAddNormImpl : public torch::nn::Module {
+ public:
+  explicit GateAddNormImpl(GateAddNormOptions options);
+
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& skip);
+
+  const GateAddNormOptions& options() const { return options_; }
+
+  torch::nn::Dropout dropout{nullptr};
+  GatedLinearUnit glu{nullptr};
+  torch::nn::LayerNorm layer_norm{nullptr};
+
+ private:
+  GateAddNormOptions options_;
+};
+TORCH_MODULE(GateAddNorm);
+
+}  // namespace qtft::model

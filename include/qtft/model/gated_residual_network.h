@@ -1,0 +1,58 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+
+#include "qtft/model/dense.h"
+#include "qtft/model/gated_linear_unit.h"
+
+namespace qtft::model {
+
+struct GatedResidualNetworkOptions {
+  GatedResidualNetworkOptions(int64_t input_size, int64_t hidden_size, int64_t output_size)
+      : input_size_(input_size), hidden_size_(hidden_size), output_size_(output_size) {}
+  TORCH_ARG(int64_t, input_size);
+  TORCH_ARG(int64_t, hidden_size);
+  TORCH_ARG(int64_t, output_size);
+  TORCH_ARG(double, dropout) = 0.0;
+  // Width of the optional static context c; 0 means the GRN takes none.
+  TORCH_ARG(int64_t, context_size) = 0;
+};
+
+// The GRN of Lim et al. (eqs. 2-4):
+//   eta2 = ELU(fc1(a) + context_projection(c))      context projection has no bias
+//   eta1 = fc2(eta2)
+//   out  = LayerNorm(skip(a) + GLU(dropout(eta1)))  skip = a, or skip_projection(a) when
+//                                                   input and output widths differ
+// A GRN can learn to become the identity (gate closed), which is how the TFT skips
+// nonlinear processing that the data does not support.
+class GatedResidualNetworkImpl : public torch::nn::Module {
+ public:
+  explicit GatedResidualNetworkImpl(GatedResidualNetworkOptions options);
+
+  // a: [..., input_size]. context: undefined, or [..., context_size] with the leading
+  // dimensions of a, or with fewer (a static [B, C] context broadcasts over a's time axis).
+  at::Tensor forward(const at::Tensor& a, const at::Tensor& context = {});
+
+  const GatedResidualNetworkOptions& options() const { return options_; }
+
+  Dense fc1{nullptr};
+  Dense context_projection{nullptr};  // registered only when context_size > 0
+  Dense fc2{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+  GatedLinearUnit gate{nullptr};
+  Dense skip_projection{nullptr};  // registered only when input_size != output_size
+  torch::nn::LayerNorm layer_norm{nullptr};
+
+ private:
+  GatedResidualNetworkOptions options_;
+};
+TORCH_MODULE(GatedResidualNetwork);
+
+}  // namespace qtft::model

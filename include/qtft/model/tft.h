@@ -1,0 +1,77 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/rnn.h>
+#include <torch/nn/pimpl.h>
+
+#include "qtft/model/gated_linear_unit.h"
+#include "qtft/model/gated_residual_network.h"
+#include "qtft/model/interpretable_attention.h"
+#include "qtft/model/quantile_output.h"
+#include "qtft/model/tft_options.h"
+#include "qtft/model/variable_selection_network.h"
+
+namespace qtft::model {
+
+// Everything one forward pass gives: the forecast and the TFT's interpretability outputs.
+struct TftOutput {
+  at::Tensor quantiles;        // [B, H, Q]   forecast of the scaled target per quantile
+  at::Tensor static_weights;   // [B, 1]      static variable selection (one static input)
+  at::Tensor encoder_weights;  // [B, L, O+K] past variable selection: observed then known
+  at::Tensor decoder_weights;  // [B, H, K]   future variable selection
+  at::Tensor attention;        // [B, H, L+H] decoder queries over all positions, heads averaged
+};
+
+// The Temporal Fusion Transformer of Lim et al. (2021), for one static categorical (the
+// symbol), O past-only real inputs and K known real inputs. Submodule names are stable
+// paths (quantization hangs observers on them, model files store weights under them):
+//
+//   observed_embeddings.<i>, known_embeddings.<i>   Dense(1 -> hidden) per real input
+//   symbol_embedding                                 Embedding(num_symbols, hidden)
+//   static_vsn                                       selection over the one static input
+//   static_context_{variable_selection,enrichment,state_h,state_c}   GRNs giving c_s, c_e, c_h, c_c
+//   encoder_vsn, decoder_vsn                         selection over past / future inputs, given c_s
+//   lstm_encoder, lstm_decoder                       seq2seq LSTM started from (c_h, c_c)
+//   post_lstm_gate                                   GateAddNorm(LSTM output, skip = selected inputs)
+//   static_enrichment                                GRN given c_e
+//   temporal_attention                               decoder queries, causal over all positions
+//   post_attention_gate, positionwise_grn, pre_output_gate, quantile_outputs
+class TemporalFusionTransformerImpl : public torch::nn::Module {
+ public:
+  explicit TemporalFusionTransformerImpl(TftOptions options);
+
+  // observed [B, L, O] and known [B, L+H, K] floating point (the parameters' dtype), symbol
+  // [B] int64 in [0, num_symbols). L and H must be the options' encoder_length and horizon.
+  TftOutput forward(const at::Tensor& observed, const at::Tensor& known, const at::Tensor& symbol);
+
+  const TftOptions& options() const { return options_; }
+
+  torch::nn::ModuleList observed_embeddings{nullptr};
+  torch::nn::ModuleList known_embeddings{nullptr};
+  torch::nn::Embedding symbol_embedding{nullptr};
+  VariableSelectionNetwork static_vsn{nullptr};
+  GatedResidualNetwork static_context_variable_selection{nullptr};
+  GatedResidualNetwork static_context_enrichment{nullptr};
+  GatedResidualNetwork static_context_state_h{nullptr};
+  GatedResidualNetwork static_context_state_c{nullptr};
+  VariableSelectionNetwork encoder_vsn{nullptr};
+  VariableSelectionNetwork decoder_vsn{nullptr};
+  torch::nn::LSTM lstm_encoder{nullptr};
+  torch::nn::LSTM lstm_decoder{nullptr};
+  GateAddNorm post_lstm_gate{nullptr};
+  GatedResidualNetwork static_enrichment{nullptr};
+  InterpretableMultiHeadAttention temporal_attention{nullptr};
+  GateAddNorm post_attention_gate{nullptr};
+  GatedResidualNetwork positionwise_grn{nullptr};
+  GateAddNorm pre_output_gate{nullptr};
+  QuantileOutput quantile_outputs{nullptr};
+
+ private:
+  TftOptions options_;
+};
+TORCH_MODULE(TemporalFusionTransformer);
+
+}  // namespace qtft::model

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <vector>
+
+namespace qtft::model {
+
+// The TFT's configuration: sizes that come from the data in the constructor, the
+// architecture's knobs chainable (LibTorch style: TftOptions(...).hidden_size(160)).
+// Saved into every model file as JSON so that a file alone rebuilds its model.
+struct TftOptions {
+  TftOptions(int64_t num_observed, int64_t num_known, int64_t num_symbols, int64_t encoder_length,
+             int64_t horizon);
+
+  TORCH_ARG(int64_t, num_observed);    // past-only real inputs
+  TORCH_ARG(int64_t, num_known);       // real inputs known for past and future
+  TORCH_ARG(int64_t, num_symbols);     // vocabulary of the static categorical
+  TORCH_ARG(int64_t, encoder_length);
+  TORCH_ARG(int64_t, horizon);
+  TORCH_ARG(int64_t, hidden_size) = 64;
+  TORCH_ARG(int64_t, attention_heads) = 4;
+  TORCH_ARG(int64_t, lstm_layers) = 1;
+  TORCH_ARG(double, dropout) = 0.1;
+  TORCH_ARG(std::vector<double>, quantiles) = std::vector<double>{0.1, 0.5, 0.9};
+
+ public:  // TORCH_ARG leaves the access at private
+  // Throws qtft::UsageError naming the flag (--hidden-size, --attention-heads, ...); sizes
+  // that come from the data (num_observed, num_known, num_symbols) throw qtft::Error.
+  void validate() const;
+  // Index of the 0.5 quantile (the point forecast); throws if absent.
+  int64_t median_index() const;
+};
+
+nlohmann::json to_json(const TftOptions& options);
+TftOptions tft_options_from_json(const nlohmann::json& json);
+
+}  // namespace qtft::model

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <filesystem>
+#include <string>
+
+#include "qtft/model/tft.h"
+#include "qtft/train/model_file.h"
+
+namespace qtft::train {
+
+// "cpu", "cuda" or "auto" (CUDA when a GPU is usable); "cuda" without one is an error.
+c10::Device resolve_device(const std::string& name);
+
+// Builds a model with weights initialized from `seed`, so the same seed gives the same
+// starting point on every run.
+model::TemporalFusionTransformer build_model(const model::TftOptions& options, uint64_t seed);
+
+// A model file and the model rebuilt from it with its (best) weights, on `device`.
+struct LoadedModel {
+  ModelFile file;
+  model::TemporalFusionTransformer model;
+};
+LoadedModel load_model(const std::filesystem::path& path, c10::Device device);
+
+int64_t count_parameters(const torch::nn::Module& module);
+
+}  // namespace qtft::train

@@ -1,0 +1,33 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+namespace qtft::train {
+
+enum class LrSchedule { None, Plateau, Cosine };
+
+struct TrainOptions {
+  int64_t epochs = 10;
+  size_t batch_size = 64;
+  double learning_rate = 1e-3;
+  double weight_decay = 0.0;
+  double clip_norm = 1.0;        // gradient clipping by global norm; 0 turns it off
+  LrSchedule schedule = LrSchedule::Plateau;
+  double plateau_factor = 0.5;   // reduce-on-plateau: lr *= factor after
+  int64_t plateau_patience = 2;  // this many epochs without improvement
+  int64_t patience = 5;          // early stopping; 0 turns it off
+  uint64_t seed = 42;
+  size_t eval_batch_size = 512;
+  int64_t max_batches_per_epoch = 0;  // 0 = all; a cap for quick runs and benchmarks
+
+  void validate() const;  // throws UsageError naming the flag
+};
+
+LrSchedule parse_lr_schedule(const std::string& name);  // none | plateau | cosine
+const char* lr_schedule_name(LrSchedule schedule);
+nlohmann::json to_json(const TrainOptions& options);
+
+}  // namespace qtft::train

@@ -1,0 +1,65 @@
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <memory>
+
+#include "qtft/data/dataset.h"
+#include "qtft/model/tft.h"
+#include "qtft/train/metrics.h"
+#include "qtft/train/model_file.h"
+#include "qtft/train/progress.h"
+#include "qtft/train/train_options.h"
+
+namespace torch::optim {
+class Adam;
+}
+
+namespace qtft::train {
+
+struct TrainResult {
+  int64_t epochs_completed = 0;
+  int64_t best_epoch = 0;
+  ForecastMetrics best_val;
+  bool interrupted = false;
+  bool stopped_early = false;
+  double train_seconds = 0.0;
+};
+
+// The training loop: Adam with weight decay, gradient clipping by global norm, a
+// reduce-on-plateau or cosine learning-rate schedule, and early stopping that keeps the
+// best epoch's weights. On the CPU, the same seed gives bit-identical losses and weights;
+// an interrupted run resumed from its checkpoint continues exactly as if never stopped.
+class Trainer {
+ public:
+  Trainer(model::TemporalFusionTransformer model, const data::Dataset& dataset, TrainOptions options,
+          c10::Device device);
+  ~Trainer();
+
+  // Restores the loop, optimizer and random state saved by state(), and the best weights.
+  void resume_from(const TrainingState& state, const NamedTensors& best_weights);
+
+  // Trains until the epoch budget, early stopping, or an interrupt (Ctrl-C).
+  TrainResult fit(ProgressReporter& progress);
+
+  // A snapshot for a resumable checkpoint (CPU copies).
+  TrainingState state() const;
+  // The best epoch's weights, or the current ones before any epoch finished.
+  NamedTensors best_weights() const;
+  model::TemporalFusionTransformer& model() { return model_; }
+
+ private:
+  double train_step(const std::vector<size_t>& indices);
+  void end_epoch(EpochSummary& summary);
+  void set_learning_rate(double lr);
+
+  model::TemporalFusionTransformer model_;
+  const data::Dataset& dataset_;
+  TrainOptions options_;
+  c10::Device device_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  TrainingState state_;
+  NamedTensors best_weights_;
+};
+
+}  // namespace qtft::train

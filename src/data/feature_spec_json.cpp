@@ -1,0 +1,70 @@
+#include "qtft/data/feature_spec_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include "qtft/common/error.h"
+
+namespace qtft::data {
+namespace {
+
+nlohmann::json stats_json(const std::vector<FeatureStats>& stats) {
+  auto out = nlohmann::json::array();
+  for (const auto& s : stats) out.push_back({{"name", s.name}, {"mean", s.mean}, {"std", s.std}});
+  return out;
+}
+
+std::vector<FeatureStats> stats_from(const nlohmann::json& json) {
+  std::vector<FeatureStats> out;
+  for (const auto& s : json) out.push_back({s.at("name").get<std::string>(), s.at("mean").get<double>(), s.at("std").get<double>()});
+  return out;
+}
+
+template <class F>
+auto parse_or_throw(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("model file: malformed ") + what + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+// Doubles go through nlohmann's shortest round-trip printing, so statistics reload bit-exact.
+nlohmann::json to_json(const FeatureSpec& spec) {
+  return {{"observed", stats_json(spec.observed)},
+          {"known", stats_json(spec.known)},
+          {"symbols", spec.symbols},
+          {"target_scale", spec.target_scale}};
+}
+
+FeatureSpec feature_spec_from_json(const nlohmann::json& json) {
+  return parse_or_throw("feature spec", [&] {
+    FeatureSpec spec;
+    spec.observed = stats_from(json.at("observed"));
+    spec.known = stats_from(json.at("known"));
+    spec.symbols = json.at("symbols").get<std::vector<std::string>>();
+    spec.target_scale = json.at("target_scale").get<double>();
+    return spec;
+  });
+}
+
+nlohmann::json to_json(const DatasetOptions& o) {
+  return {{"encoder_length", o.encoder_length},
+          {"horizon", o.horizon},
+          {"validation_fraction", o.validation_fraction},
+          {"test_fraction", o.test_fraction}};
+}
+
+DatasetOptions dataset_options_from_json(const nlohmann::json& json) {
+  return parse_or_throw("dataset options", [&] {
+    DatasetOptions o;
+    o.encoder_length = json.at("encoder_length").get<int64_t>();
+    o.horizon = json.at("horizon").get<int64_t>();
+    o.validation_fraction = json.at("validation_fraction").get<double>();
+    o.test_fraction = json.at("test_fraction").get<double>();
+    return o;
+  });
+}
+
+}  // namespace qtft::data

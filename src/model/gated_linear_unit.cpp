@@ -1,0 +1,27 @@
+#include "qtft/model/gated_linear_unit.h"
+
+#include <ATen/ops/sigmoid.h>
+#include <c10/util/Exception.h>
+
+namespace qtft::model {
+
+GatedLinearUnitImpl::GatedLinearUnitImpl(int64_t input_size, int64_t output_size) {
+  fc = register_module("fc", Dense(input_size, output_size));
+  gate_fc = register_module("gate_fc", Dense(input_size, output_size));
+}
+
+at::Tensor GatedLinearUnitImpl::forward(const at::Tensor& x) { return at::sigmoid(gate_fc(x)) * fc(x); }
+
+GateAddNormImpl::GateAddNormImpl(GateAddNormOptions options) : options_(options) {
+  dropout = register_module("dropout", torch::nn::Dropout(options.dropout()));
+  glu = register_module("glu", GatedLinearUnit(options.input_size(), options.output_size()));
+  layer_norm = register_module("layer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.output_size()})));
+}
+
+at::Tensor GateAddNormImpl::forward(const at::Tensor& x, const at::Tensor& skip) {
+  TORCH_CHECK(skip.dim() >= 1 && skip.size(-1) == options_.output_size(), "GateAddNorm: expected a skip input with ",
+              options_.output_size(), " features, got shape ", skip.sizes());
+  return layer_norm(skip + glu(dropout(x)));
+}
+
+}  // namespace qtft::model

@@ -1,0 +1,49 @@
+#include "qtft/model/gated_residual_network.h"
+
+#include <ATen/ops/elu.h>
+#include <c10/util/Exception.h>
+
+namespace qtft::model {
+
+GatedResidualNetworkImpl::GatedResidualNetworkImpl(GatedResidualNetworkOptions options) : options_(options) {
+  const auto& o = options_;
+  TORCH_CHECK(o.input_size() > 0 && o.hidden_size() > 0 && o.output_size() > 0 && o.context_size() >= 0,
+              "GatedResidualNetwork: sizes must be positive (context_size may be 0), got input ", o.input_size(),
+              ", hidden ", o.hidden_size(), ", output ", o.output_size(), ", context ", o.context_size());
+  fc1 = register_module("fc1", Dense(o.input_size(), o.hidden_size()));
+  if (o.context_size() > 0) {
+    // No bias: fc1 already has one, and a second would only duplicate it.
+    context_projection = register_module("context_projection",
+                                         Dense(DenseOptions(o.context_size(), o.hidden_size()).bias(false)));
+  }
+  fc2 = register_module("fc2", Dense(o.hidden_size(), o.hidden_size()));
+  dropout = register_module("dropout", torch::nn::Dropout(o.dropout()));
+  gate = register_module("gate", GatedLinearUnit(o.hidden_size(), o.output_size()));
+  if (o.input_size() != o.output_size()) {
+    skip_projection = register_module("skip_projection", Dense(o.input_size(), o.output_size()));
+  }
+  layer_norm = register_module("layer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.output_size()})));
+}
+
+at::Tensor GatedResidualNetworkImpl::forward(const at::Tensor& a, const at::Tensor& context) {
+  at::Tensor hidden = fc1(a);
+  if (context_projection) {
+    TORCH_CHECK(context.defined(), "GatedResidualNetwork: built with context_size ", options_.context_size(),
+                " but called without a context");
+    TORCH_CHECK(context.dim() >= 1 && context.dim() <= a.dim(),
+                "GatedResidualNetwork: context must have between 1 and ", a.dim(), " dimensions, got shape ",
+                context.sizes());
+    at::Tensor c = context_projection(context);
+    // A static context [B, C] meets temporal inputs [B, T, ...]: insert the time axes.
+    while (c.dim() < hidden.dim()) c = c.unsqueeze(-2);
+    hidden = hidden + c;
+  } else {
+    TORCH_CHECK(!context.defined(), "GatedResidualNetwork: called with a context but built without one "
+                "(set context_size)");
+  }
+  hidden = fc2(at::elu(hidden));
+  const at::Tensor skip = skip_projection ? skip_projection(a) : a;
+  return layer_norm(skip + gate(dropout(hidden)));
+}
+
+}  // namespace qtft::model

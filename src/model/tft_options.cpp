@@ -1,0 +1,110 @@
+#include "qtft/model/tft_options.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "qtft/common/error.h"
+
+namespace qtft::model {
+namespace {
+
+std::string quantile_list(const std::vector<double>& quantiles) {
+  std::string out;
+  for (double q : quantiles) out += (out.empty() ? "" : ",") + std::to_string(q);
+  return out;
+}
+
+}  // namespace
+
+TftOptions::TftOptions(int64_t num_observed, int64_t num_known, int64_t num_symbols,
+                       int64_t encoder_length, int64_t horizon)
+    : num_observed_(num_observed),
+      num_known_(num_known),
+      num_symbols_(num_symbols),
+      encoder_length_(encoder_length),
+      horizon_(horizon) {}
+
+void TftOptions::validate() const {
+  // Sizes that come from the data: a user cannot pass them, so no flag is named.
+  if (num_observed_ < 0) throw Error("model options: num_observed must not be negative, got " + std::to_string(num_observed_));
+  if (num_known_ < 1) {
+    throw Error("model options: num_known must be at least 1 (the decoder has no other input), got " +
+                std::to_string(num_known_));
+  }
+  if (num_symbols_ < 1) throw Error("model options: num_symbols must be at least 1, got " + std::to_string(num_symbols_));
+
+  if (encoder_length_ < 1) throw UsageError("--encoder-length must be at least 1, got " + std::to_string(encoder_length_));
+  if (horizon_ < 1) throw UsageError("--horizon must be at least 1, got " + std::to_string(horizon_));
+  if (hidden_size_ < 1) throw UsageError("--hidden-size must be at least 1, got " + std::to_string(hidden_size_));
+  if (attention_heads_ < 1) {
+    throw UsageError("--attention-heads must be at least 1, got " + std::to_string(attention_heads_));
+  }
+  if (hidden_size_ % attention_heads_ != 0) {
+    throw UsageError("--hidden-size (" + std::to_string(hidden_size_) + ") must be divisible by --attention-heads (" +
+                     std::to_string(attention_heads_) + ")");
+  }
+  if (lstm_layers_ < 1) throw UsageError("--lstm-layers must be at least 1, got " + std::to_string(lstm_layers_));
+  // Written as a negation so that NaN fails too.
+  if (!(dropout_ >= 0.0 && dropout_ < 1.0)) {
+    throw UsageError("--dropout must be in [0, 1), got " + std::to_string(dropout_));
+  }
+  if (quantiles_.empty()) throw UsageError("--quantiles must list at least one quantile");
+  for (size_t i = 0; i < quantiles_.size(); ++i) {
+    const double q = quantiles_[i];
+    if (!(q > 0.0 && q < 1.0)) {
+      throw UsageError("--quantiles must lie strictly between 0 and 1, got " + std::to_string(q));
+    }
+    if (i > 0 && !(quantiles_[i - 1] < q)) {
+      throw UsageError("--quantiles must be sorted in increasing order without repeats, got " +
+                       quantile_list(quantiles_));
+    }
+  }
+}
+
+int64_t TftOptions::median_index() const {
+  for (size_t i = 0; i < quantiles_.size(); ++i) {
+    // Quantiles come from text or JSON, so 0.5 is exact; the tolerance only guards arithmetic.
+    if (std::abs(quantiles_[i] - 0.5) < 1e-12) return static_cast<int64_t>(i);
+  }
+  throw UsageError("--quantiles must include 0.5 for the point forecast, got " + quantile_list(quantiles_));
+}
+
+nlohmann::json to_json(const TftOptions& o) {
+  return {{"num_observed", o.num_observed()},
+          {"num_known", o.num_known()},
+          {"num_symbols", o.num_symbols()},
+          {"encoder_length", o.encoder_length()},
+          {"horizon", o.horizon()},
+          {"hidden_size", o.hidden_size()},
+          {"attention_heads", o.attention_heads()},
+          {"lstm_layers", o.lstm_layers()},
+          {"dropout", o.dropout()},
+          {"quantiles", o.quantiles()}};
+}
+
+TftOptions tft_options_from_json(const nlohmann::json& json) {
+  // Every field is required: a model file missing one was not written by qtft, and a
+  // default would silently build a model that does not match the stored weights.
+  const char* field = "";
+  try {
+    auto get_int = [&](const char* name) {
+      field = name;
+      return json.at(name).get<int64_t>();
+    };
+    TftOptions o(get_int("num_observed"), get_int("num_known"), get_int("num_symbols"),
+                 get_int("encoder_length"), get_int("horizon"));
+    o.hidden_size(get_int("hidden_size"));
+    o.attention_heads(get_int("attention_heads"));
+    o.lstm_layers(get_int("lstm_layers"));
+    field = "dropout";
+    o.dropout(json.at(field).get<double>());
+    field = "quantiles";
+    o.quantiles(json.at(field).get<std::vector<double>>());
+    return o;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("model config: field '") + field + "' is missing or malformed: " + e.what());
+  }
+}
+
+}  // namespace qtft::model

@@ -1,0 +1,165 @@
+#include "qtft/train/model_file.h"
+
+#include <ATen/ops/scalar_tensor.h>
+#include <torch/nn/module.h>
+
+#include <cmath>
+#include <map>
+
+#include "qtft/common/error.h"
+#include "qtft/data/feature_spec_json.h"
+#include "qtft/io/tensor_file.h"
+
+namespace qtft::train {
+namespace {
+
+constexpr const char* kFormat = "qtft-model-1";
+constexpr const char* kModelPrefix = "model.";
+constexpr const char* kResumePrefix = "resume.";
+
+void append_prefixed(io::TensorFile& out, const std::string& prefix, const NamedTensors& tensors) {
+  for (const auto& [name, t] : tensors) out.tensors.emplace_back(prefix + name, t);
+}
+
+NamedTensors take_prefixed(const io::TensorFile& in, const std::string& prefix) {
+  NamedTensors out;
+  for (const auto& [name, t] : in.tensors) {
+    if (name.rfind(prefix, 0) == 0) out.emplace_back(name.substr(prefix.size()), t);
+  }
+  return out;
+}
+
+nlohmann::json state_json(const TrainingState& s) {
+  return {{"epochs_completed", s.epochs_completed},
+          {"batches_done_in_epoch", s.batches_done_in_epoch},
+          {"epoch_loss_sum", s.epoch_loss_sum},
+          {"epoch_samples", s.epoch_samples},
+          {"global_step", s.global_step},
+          {"best_val_loss", s.best_val_loss},
+          {"best_epoch", s.best_epoch},
+          {"epochs_without_improvement", s.epochs_without_improvement},
+          {"learning_rate", s.learning_rate},
+          {"plateau_wait", s.plateau_wait},
+          {"finished", s.finished},
+          {"history", s.history},
+          {"config", s.config}};
+}
+
+const std::string& metadata(const io::TensorFile& file, const std::string& key, const std::string& source) {
+  auto it = file.metadata.find(key);
+  if (it == file.metadata.end()) {
+    throw Error(source + ": not a qtft model file (no '" + key + "' metadata)");
+  }
+  return it->second;
+}
+
+nlohmann::json parse_metadata(const io::TensorFile& file, const std::string& key, const std::string& source) {
+  auto json = nlohmann::json::parse(metadata(file, key, source), nullptr, false);
+  if (json.is_discarded()) throw Error(source + ": metadata '" + key + "' is not valid JSON");
+  return json;
+}
+
+}  // namespace
+
+void save_model_file(const std::filesystem::path& path, const ModelFile& file) {
+  io::TensorFile out;
+  append_prefixed(out, kModelPrefix, file.weights);
+  out.metadata["qtft.format"] = kFormat;
+  out.metadata["qtft.config"] = model::to_json(file.options).dump();
+  out.metadata["qtft.features"] = data::to_json(file.features).dump();
+  out.metadata["qtft.dataset"] = data::to_json(file.dataset).dump();
+  if (file.training) {
+    const auto& s = *file.training;
+    // infinity is not JSON: an unset best loss is written as null.
+    auto json = state_json(s);
+    if (!std::isfinite(s.best_val_loss)) json["best_val_loss"] = nullptr;
+    out.metadata["qtft.training"] = json.dump();
+    append_prefixed(out, std::string(kResumePrefix) + "optimizer.", s.optimizer);
+    append_prefixed(out, std::string(kResumePrefix) + "model.", s.current_weights);
+    if (s.cpu_rng_state.defined()) out.tensors.emplace_back(std::string(kResumePrefix) + "rng.cpu", s.cpu_rng_state);
+  }
+  io::save_tensor_file(path, out);
+}
+
+ModelFile load_model_file(const std::filesystem::path& path) {
+  const std::string source = path.string();
+  auto in = io::load_tensor_file(path);
+  if (metadata(in, "qtft.format", source) != kFormat) {
+    throw Error(source + ": unsupported model format '" + in.metadata["qtft.format"] + "' (expected " + kFormat + ")");
+  }
+  ModelFile file{model::tft_options_from_json(parse_metadata(in, "qtft.config", source)),
+                 data::feature_spec_from_json(parse_metadata(in, "qtft.features", source)),
+                 data::dataset_options_from_json(parse_metadata(in, "qtft.dataset", source)),
+                 take_prefixed(in, kModelPrefix),
+                 std::nullopt};
+  if (in.metadata.count("qtft.training")) {
+    auto json = parse_metadata(in, "qtft.training", source);
+    TrainingState s;
+    try {
+      s.epochs_completed = json.at("epochs_completed").get<int64_t>();
+      s.batches_done_in_epoch = json.at("batches_done_in_epoch").get<int64_t>();
+      s.epoch_loss_sum = json.at("epoch_loss_sum").get<double>();
+      s.epoch_samples = json.at("epoch_samples").get<int64_t>();
+      s.global_step = json.at("global_step").get<int64_t>();
+      s.best_val_loss = json.at("best_val_loss").is_null() ? std::numeric_limits<double>::infinity()
+                                                            : json.at("best_val_loss").get<double>();
+      s.best_epoch = json.at("best_epoch").get<int64_t>();
+      s.epochs_without_improvement = json.at("epochs_without_improvement").get<int64_t>();
+      s.learning_rate = json.at("learning_rate").get<double>();
+      s.plateau_wait = json.at("plateau_wait").get<int64_t>();
+      s.finished = json.at("finished").get<bool>();
+      s.history = json.at("history");
+      s.config = json.at("config");
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(source + ": malformed training state: " + e.what());
+    }
+    s.optimizer = take_prefixed(in, std::string(kResumePrefix) + "optimizer.");
+    s.current_weights = take_prefixed(in, std::string(kResumePrefix) + "model.");
+    for (const auto& [name, t] : in.tensors) {
+      if (name == std::string(kResumePrefix) + "rng.cpu") s.cpu_rng_state = t;
+    }
+    file.training = std::move(s);
+  }
+  return file;
+}
+
+NamedTensors named_weights(const torch::nn::Module& module) {
+  NamedTensors out;
+  for (const auto& p : module.named_parameters()) out.emplace_back(p.key(), p.value().detach());
+  for (const auto& b : module.named_buffers()) out.emplace_back(b.key(), b.value().detach());
+  return out;
+}
+
+NamedTensors clone_weights(const torch::nn::Module& module) {
+  auto out = named_weights(module);
+  for (auto& [name, t] : out) t = t.to(at::kCPU).clone();
+  return out;
+}
+
+void copy_weights_into(torch::nn::Module& module, const NamedTensors& weights, const std::string& source) {
+  std::map<std::string, at::Tensor> given(weights.begin(), weights.end());
+  std::string problems;
+  auto targets = named_weights(module);
+  for (auto& [name, target] : targets) {
+    auto it = given.find(name);
+    if (it == given.end()) {
+      problems += "\n  missing: " + name;
+      continue;
+    }
+    const auto& t = it->second;
+    if (t.sizes() != target.sizes() || t.scalar_type() != target.scalar_type()) {
+      problems += "\n  " + name + ": file has " + std::string(c10::toString(t.scalar_type())) + " " +
+                  c10::str(t.sizes()) + ", model has " + std::string(c10::toString(target.scalar_type())) + " " +
+                  c10::str(target.sizes());
+      continue;
+    }
+    target.copy_(t);
+    given.erase(it);
+  }
+  for (const auto& [name, _] : given) problems += "\n  unexpected: " + name;
+  if (!problems.empty()) {
+    throw Error(source + ": the weights do not fit the model built from its configuration:" + problems);
+  }
+}
+
+}  // namespace qtft::train

@@ -1,0 +1,41 @@
+#include "qtft/train/model_io.h"
+
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include "qtft/common/error.h"
+
+namespace qtft::train {
+
+c10::Device resolve_device(const std::string& name) {
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  if (name == "cuda" || name == "auto") {
+    if (torch::cuda::is_available()) return c10::Device(c10::kCUDA, 0);
+    if (name == "auto") return c10::Device(c10::kCPU);
+    throw UsageError("--device cuda: no usable CUDA GPU on this machine (use --device cpu or auto)");
+  }
+  throw UsageError("--device must be cpu, cuda or auto, got '" + name + "'");
+}
+
+model::TemporalFusionTransformer build_model(const model::TftOptions& options, uint64_t seed) {
+  options.validate();
+  torch::manual_seed(seed);
+  return model::TemporalFusionTransformer(options);
+}
+
+LoadedModel load_model(const std::filesystem::path& path, c10::Device device) {
+  auto file = load_model_file(path);
+  model::TemporalFusionTransformer model(file.options);
+  copy_weights_into(*model, file.weights, path.string());
+  model->to(device);
+  return {std::move(file), std::move(model)};
+}
+
+int64_t count_parameters(const torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const auto& p : module.parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace qtft::train

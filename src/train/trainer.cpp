@@ -1,0 +1,227 @@
+#include "qtft/train/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adam.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numbers>
+
+#include "qtft/common/error.h"
+#include "qtft/data/batch.h"
+#include "qtft/data/batch_order.h"
+#include "qtft/train/evaluate.h"
+#include "qtft/train/interrupt.h"
+#include "qtft/train/quantile_loss.h"
+
+namespace qtft::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+nlohmann::json epoch_json(const EpochSummary& s) {
+  return {{"epoch", s.epoch},
+          {"train_loss", s.train_loss},
+          {"val_loss", s.val.loss},
+          {"val_rmse", s.val.rmse},
+          {"val_mae", s.val.mae},
+          {"val_p50", s.val.p50},
+          {"val_p90", s.val.p90},
+          {"learning_rate", s.learning_rate},
+          {"seconds", s.seconds},
+          {"samples_per_second", s.samples_per_second},
+          {"improved", s.improved}};
+}
+
+}  // namespace
+
+Trainer::Trainer(model::TemporalFusionTransformer model, const data::Dataset& dataset, TrainOptions options,
+                 c10::Device device)
+    : model_(std::move(model)), dataset_(dataset), options_(std::move(options)), device_(device) {
+  options_.validate();
+  model_->to(device_);
+  optimizer_ = std::make_unique<torch::optim::Adam>(
+      model_->parameters(),
+      torch::optim::AdamOptions(options_.learning_rate).weight_decay(options_.weight_decay));
+  state_.learning_rate = options_.learning_rate;
+  state_.config = to_json(options_);
+  best_weights_ = clone_weights(*model_);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::set_learning_rate(double lr) {
+  for (auto& group : optimizer_->param_groups()) {
+    static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+  }
+  state_.learning_rate = lr;
+}
+
+void Trainer::resume_from(const TrainingState& saved, const NamedTensors& best_weights) {
+  copy_weights_into(*model_, saved.current_weights, "resume state");
+  std::map<std::string, at::Tensor> moments(saved.optimizer.begin(), saved.optimizer.end());
+  auto& states = optimizer_->state();
+  for (const auto& p : model_->named_parameters()) {
+    auto exp_avg = moments.find(p.key() + ".exp_avg");
+    if (exp_avg == moments.end()) continue;  // a parameter that never had a step
+    auto st = std::make_unique<torch::optim::AdamParamState>();
+    st->step(moments.at(p.key() + ".step").item<int64_t>());
+    st->exp_avg(exp_avg->second.to(device_).clone());
+    st->exp_avg_sq(moments.at(p.key() + ".exp_avg_sq").to(device_).clone());
+    states[p.value().unsafeGetTensorImpl()] = std::move(st);
+  }
+  auto keep_config = state_.config;
+  state_ = saved;
+  state_.config = keep_config;
+  // Resuming means continuing up to this run's --epochs, even after a finished run.
+  state_.finished = false;
+  set_learning_rate(saved.learning_rate);
+  if (saved.cpu_rng_state.defined()) {
+    auto generator = at::detail::getDefaultCPUGenerator();  // a handle; set_state is not const
+    generator.set_state(saved.cpu_rng_state);
+  }
+  best_weights_ = best_weights;
+}
+
+TrainingState Trainer::state() const {
+  TrainingState s = state_;
+  s.current_weights = clone_weights(*model_);
+  s.optimizer.clear();
+  const auto& states = optimizer_->state();
+  for (const auto& p : model_->named_parameters()) {
+    auto it = states.find(p.value().unsafeGetTensorImpl());
+    if (it == states.end()) continue;
+    const auto& st = static_cast<const torch::optim::AdamParamState&>(*it->second);
+    s.optimizer.emplace_back(p.key() + ".exp_avg", st.exp_avg().to(at::kCPU).clone());
+    s.optimizer.emplace_back(p.key() + ".exp_avg_sq", st.exp_avg_sq().to(at::kCPU).clone());
+    s.optimizer.emplace_back(p.key() + ".step", at::scalar_tensor(st.step(), at::kLong));
+  }
+  s.cpu_rng_state = at::detail::getDefaultCPUGenerator().get_state();
+  return s;
+}
+
+NamedTensors Trainer::best_weights() const { return best_weights_; }
+
+double Trainer::train_step(const std::vector<size_t>& indices) {
+  auto batch = data::make_batch(dataset_, data::Split::Train, indices);
+  auto out = model_->forward(batch.observed.to(device_), batch.known.to(device_), batch.symbol.to(device_));
+  auto loss = quantile_loss(out.quantiles, batch.target.to(device_), model_->options().quantiles());
+  optimizer_->zero_grad();
+  loss.backward();
+  if (options_.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model_->parameters(), options_.clip_norm);
+  optimizer_->step();
+  ++state_.global_step;
+  return loss.item<double>();
+}
+
+void Trainer::end_epoch(EpochSummary& s) {
+  s.val = evaluate_model(model_, dataset_, data::Split::Validation, options_.eval_batch_size, device_);
+  s.improved = s.val.loss < state_.best_val_loss;
+  if (s.improved) {
+    state_.best_val_loss = s.val.loss;
+    state_.best_epoch = s.epoch;
+    state_.epochs_without_improvement = 0;
+    best_weights_ = clone_weights(*model_);
+  } else {
+    ++state_.epochs_without_improvement;
+  }
+  switch (options_.schedule) {
+    case LrSchedule::None: break;
+    case LrSchedule::Plateau:
+      state_.plateau_wait = s.improved ? 0 : state_.plateau_wait + 1;
+      if (state_.plateau_wait >= options_.plateau_patience) {
+        set_learning_rate(state_.learning_rate * options_.plateau_factor);
+        state_.plateau_wait = 0;
+      }
+      break;
+    case LrSchedule::Cosine: {
+      double progress = static_cast<double>(s.epoch) / static_cast<double>(options_.epochs);
+      set_learning_rate(0.5 * options_.learning_rate * (1.0 + std::cos(std::numbers::pi * progress)));
+      break;
+    }
+  }
+  state_.history.push_back(epoch_json(s));
+  state_.epochs_completed = s.epoch;
+  state_.batches_done_in_epoch = 0;
+  state_.epoch_loss_sum = 0.0;
+  state_.epoch_samples = 0;
+}
+
+TrainResult Trainer::fit(ProgressReporter& progress) {
+  TrainResult result;
+  auto run_start = Clock::now();
+  const size_t windows = dataset_.num_windows(data::Split::Train);
+  data::BatchOrder order(windows, options_.batch_size, options_.seed, true);
+  size_t batches = order.num_batches();
+  if (options_.max_batches_per_epoch > 0) {
+    batches = std::min(batches, static_cast<size_t>(options_.max_batches_per_epoch));
+  }
+  model_->train();
+  while (state_.epochs_completed < options_.epochs && !state_.finished) {
+    const int64_t epoch = state_.epochs_completed + 1;
+    auto epoch_order = order.epoch_order(epoch - 1);
+    progress.epoch_started(epoch, options_.epochs, batches);
+    auto epoch_start = Clock::now();
+    int64_t samples_this_run = 0;
+    const auto start_batch = static_cast<size_t>(state_.batches_done_in_epoch);
+    for (size_t b = start_batch; b < batches; ++b) {
+      size_t first = b * options_.batch_size;
+      std::vector<size_t> indices(epoch_order.begin() + static_cast<std::ptrdiff_t>(first),
+                                  epoch_order.begin() + static_cast<std::ptrdiff_t>(std::min(first + options_.batch_size, windows)));
+      double loss = train_step(indices);
+      if (!std::isfinite(loss)) {
+        throw Error("training diverged: the loss became " + std::to_string(loss) + " at epoch " +
+                    std::to_string(epoch) + ", batch " + std::to_string(b + 1) +
+                    "; try a lower --learning-rate or a --clip-norm");
+      }
+      state_.epoch_loss_sum += loss * static_cast<double>(indices.size());
+      state_.epoch_samples += static_cast<int64_t>(indices.size());
+      state_.batches_done_in_epoch = static_cast<int64_t>(b + 1);
+      samples_this_run += static_cast<int64_t>(indices.size());
+      double elapsed = seconds_since(epoch_start);
+      double rate = static_cast<double>(samples_this_run) / std::max(elapsed, 1e-9);
+      double done_here = static_cast<double>(b + 1 - start_batch);
+      double eta = elapsed / done_here * static_cast<double>(batches - b - 1);
+      progress.batch_done(b + 1, batches, loss, rate, eta);
+      if (interrupt_requested()) {
+        result.interrupted = true;
+        break;
+      }
+    }
+    if (result.interrupted) break;
+    EpochSummary summary;
+    summary.epoch = epoch;
+    summary.epochs = options_.epochs;
+    summary.train_loss = state_.epoch_loss_sum / static_cast<double>(std::max<int64_t>(1, state_.epoch_samples));
+    summary.seconds = seconds_since(epoch_start);
+    summary.samples_per_second = static_cast<double>(samples_this_run) / std::max(summary.seconds, 1e-9);
+    summary.learning_rate = state_.learning_rate;  // the rate this epoch ran with
+    end_epoch(summary);
+    progress.epoch_finished(summary);
+    model_->train();
+    if (options_.patience > 0 && state_.epochs_without_improvement >= options_.patience) {
+      result.stopped_early = true;
+      state_.finished = true;
+    }
+  }
+  if (!result.interrupted) state_.finished = true;
+  result.epochs_completed = state_.epochs_completed;
+  result.best_epoch = state_.best_epoch;
+  if (state_.best_epoch > 0) {
+    const auto& h = state_.history.at(static_cast<size_t>(state_.best_epoch - 1));
+    result.best_val.loss = h.at("val_loss").get<double>();
+    result.best_val.rmse = h.at("val_rmse").get<double>();
+    result.best_val.mae = h.at("val_mae").get<double>();
+    result.best_val.p50 = h.at("val_p50").get<double>();
+    result.best_val.p90 = h.at("val_p90").get<double>();
+  }
+  result.train_seconds = seconds_since(run_start);
+  return result;
+}
+
+}  // namespace qtft::train

@@ -1,0 +1,137 @@
+// The model workflow from the command line: train -> files -> evaluate, predict, explain,
+// diff; and Ctrl-C during training leaves a checkpoint that --resume continues.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "qtft/train/model_file.h"
+#include "support/cli_runner.h"
+#include "support/temp_dir.h"
+
+namespace qtft {
+namespace {
+
+using ::testing::HasSubstr;
+using test::run_qtft;
+
+const std::string kModel = " --hidden-size 8 --attention-heads 2 --encoder-length 16 --horizon 4";
+const std::string kShort = " --epochs 2 --max-batches-per-epoch 3 --batch-size 16";
+
+class TrainCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = dir_.file("bars.parquet");
+    ASSERT_EQ(run_qtft(dir_, "make-data --output " + data_ + " --rows 2400 --symbols 2").exit_code, 0);
+  }
+  std::string train(const std::string& name, const std::string& extra = "") {
+    auto model = dir_.file(name);
+    auto run = run_qtft(dir_, "train --parquet-file " + data_ + kModel + kShort + " --save-model " + model + extra);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return model;
+  }
+  test::TempDir dir_;
+  std::string data_;
+};
+
+TEST_F(TrainCli, MetricsJsonHasTheDocumentedKeys) {
+  auto json_path = dir_.file("metrics.json");
+  train("m.safetensors", " --metrics-json " + json_path);
+  auto j = nlohmann::json::parse(test::read_text(json_path));
+  for (const char* key : {"val_loss", "val_rmse", "val_mae", "baseline_val_loss", "epochs", "parameters", "train_seconds"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["epochs"].size(), 2u);
+  EXPECT_GT(j["parameters"].get<int64_t>(), 0);
+  EXPECT_TRUE(std::isfinite(j["val_loss"].get<double>()));
+}
+
+TEST_F(TrainCli, EvaluateOfTheSavedModelReproducesTrainingsValidationLoss) {
+  auto json_path = dir_.file("metrics.json");
+  auto model = train("m.safetensors", " --metrics-json " + json_path);
+  auto trained = nlohmann::json::parse(test::read_text(json_path));
+  auto eval_json = dir_.file("eval.json");
+  auto run = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ +
+                                " --split validation --metrics-json " + eval_json);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("training quantiles"));
+  auto evaluated = nlohmann::json::parse(test::read_text(eval_json));
+  EXPECT_EQ(evaluated["val_loss"].get<double>(), trained["val_loss"].get<double>());
+  EXPECT_EQ(evaluated["baseline_val_loss"].get<double>(), trained["baseline_val_loss"].get<double>());
+}
+
+TEST_F(TrainCli, PredictWritesOneRowPerWindowAndStep) {
+  auto model = train("m.safetensors");
+  auto out = dir_.file("forecasts.csv");
+  auto run = run_qtft(dir_, "predict --load-model " + model + " --parquet-file " + data_ + " --output " + out);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto text = test::read_text(out);
+  auto header = text.substr(0, text.find('\n'));
+  EXPECT_EQ(header,
+            "\"timestamp\",\"origin\",\"symbol\",\"step\",\"origin_close\",\"actual_return\",\"return_q0.1\","
+            "\"return_q0.5\",\"return_q0.9\",\"price_q0.1\",\"price_q0.5\",\"price_q0.9\"");
+  // 2 symbols x 1199 rows: test split rows [1019, 1199) -> 180 - 20 + 1 = 161 windows each.
+  EXPECT_THAT(run.out, HasSubstr("322 test windows x 4 steps"));
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1 + 322 * 4);
+}
+
+TEST_F(TrainCli, ExplainWeightsAreDistributions) {
+  auto model = train("m.safetensors");
+  auto json_path = dir_.file("explain.json");
+  auto run = run_qtft(dir_, "explain --load-model " + model + " --parquet-file " + data_ + " --json " + json_path);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("Past (encoder) variable selection:"));
+  auto j = nlohmann::json::parse(test::read_text(json_path));
+  for (const char* key : {"encoder_weights", "decoder_weights"}) {
+    double sum = 0;
+    for (const auto& [_, w] : j[key].items()) sum += w.get<double>();
+    EXPECT_NEAR(sum, 1.0, 1e-6) << key;
+  }
+  double attention = 0;
+  for (const auto& p : j["attention"]) attention += p["weight"].get<double>();
+  EXPECT_NEAR(attention, 1.0, 1e-6);
+  EXPECT_EQ(j["attention"].size(), 20u);
+}
+
+TEST_F(TrainCli, SameSeedGivesIdenticalFilesAndDiffSaysSo) {
+  auto a = train("a.safetensors", " --seed 5");
+  auto b = train("b.safetensors", " --seed 5");
+  auto c = train("c.safetensors", " --seed 6");
+  auto same = run_qtft(dir_, "diff " + a + " " + b);
+  EXPECT_EQ(same.exit_code, 0) << same.out;
+  EXPECT_EQ(run_qtft(dir_, "diff " + a + " " + c).exit_code, 1);
+}
+
+TEST_F(TrainCli, CtrlCSavesACheckpointThatResumeContinues) {
+  // A run far too long to finish, stopped by SIGINT as Ctrl-C would. The 8 seconds leave
+  // room for the process to start (loading LibTorch) on a busy machine.
+  auto checkpoint = dir_.file("ckpt.safetensors");
+  auto run = run_qtft(dir_,
+                      "train --parquet-file " + data_ + kModel +
+                          " --epochs 100000 --patience 0 --max-batches-per-epoch 2 --batch-size 8 --save-model " + checkpoint,
+                      "timeout --preserve-status -s INT 8");
+  ASSERT_EQ(run.exit_code, 130) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr("saved a resumable checkpoint to " + checkpoint));
+  auto saved = train::load_model_file(checkpoint);
+  ASSERT_TRUE(saved.training.has_value());
+  EXPECT_FALSE(saved.training->finished);
+
+  int64_t next = saved.training->epochs_completed + 1;
+  run = run_qtft(dir_, "train --parquet-file " + data_ + " --load-model " + checkpoint + " --resume --epochs " +
+                           std::to_string(next) + " --save-model " + dir_.file("resumed.safetensors"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("Resuming after epoch " + std::to_string(next - 1)));
+  auto resumed = train::load_model_file(dir_.file("resumed.safetensors"));
+  EXPECT_EQ(resumed.training->epochs_completed, next);
+  EXPECT_TRUE(resumed.training->finished);
+}
+
+TEST_F(TrainCli, ResumeNeedsAModel) {
+  auto run = run_qtft(dir_, "train --resume");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--resume needs --load-model"));
+}
+
+}  // namespace
+}  // namespace qtft

@@ -1,0 +1,33 @@
+#include "support/tiny_model.h"
+
+#include "support/bar_files.h"
+
+namespace qtft::test {
+
+data::Dataset tiny_dataset() {
+  static const auto bars = regular_bar_set(301, 2);
+  data::DatasetOptions o;
+  o.encoder_length = 12;
+  o.horizon = 3;
+  return data::Dataset::build(bars, o);
+}
+
+model::TftOptions tiny_model_options(const data::Dataset& d) {
+  return model::TftOptions(static_cast<int64_t>(d.num_observed()), static_cast<int64_t>(d.num_known()),
+                           static_cast<int64_t>(d.spec().symbols.size()), d.options().encoder_length, d.options().horizon)
+      .hidden_size(8)
+      .attention_heads(2)
+      .dropout(0.1);
+}
+
+train::TrainOptions tiny_train_options() {
+  train::TrainOptions o;
+  o.epochs = 3;
+  o.batch_size = 16;
+  o.max_batches_per_epoch = 6;
+  o.learning_rate = 3e-3;
+  o.eval_batch_size = 64;
+  return o;
+}
+
+}  // namespace qtft::test

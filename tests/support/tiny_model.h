@@ -1,0 +1,15 @@
+#pragma once
+
+#include "qtft/data/dataset.h"
+#include "qtft/model/tft.h"
+#include "qtft/train/train_options.h"
+
+namespace qtft::test {
+
+// A small dataset (2 symbols of 301 bars, encoder 12, horizon 3) and a tiny TFT for it:
+// big enough to exercise every part of training, small enough to run in a second.
+data::Dataset tiny_dataset();
+model::TftOptions tiny_model_options(const data::Dataset& dataset);
+train::TrainOptions tiny_train_options();
+
+}  // namespace qtft::test

@@ -1,0 +1,131 @@
+// The training loop's promises: bit-identical runs for a seed, exact resume after an
+// interrupt, and the best epoch's weights kept.
+#include <ATen/ops/equal.h>
+#include <gtest/gtest.h>
+
+#include "qtft/train/evaluate.h"
+#include "qtft/train/interrupt.h"
+#include "qtft/train/model_file.h"
+#include "qtft/train/model_io.h"
+#include "qtft/train/trainer.h"
+#include "support/temp_dir.h"
+#include "support/tiny_model.h"
+
+namespace qtft::train {
+namespace {
+
+const c10::Device kCpu(c10::kCPU);
+
+void expect_bitwise_equal(const NamedTensors& a, const NamedTensors& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+}
+
+// Interrupts (as Ctrl-C would) once `at_batch` batches of epoch `at_epoch` are done.
+class InterruptAt : public ProgressReporter {
+ public:
+  InterruptAt(int64_t at_epoch, size_t at_batch) : at_epoch_(at_epoch), at_batch_(at_batch) {}
+  void epoch_started(int64_t epoch, int64_t, size_t) override { epoch_ = epoch; }
+  void batch_done(size_t done, size_t, double, double, double) override {
+    if (epoch_ == at_epoch_ && done == at_batch_) request_interrupt();
+  }
+
+ private:
+  int64_t at_epoch_, epoch_ = 0;
+  size_t at_batch_;
+};
+
+struct Run {
+  TrainResult result;
+  TrainingState state;
+  NamedTensors best;
+};
+
+Run train_once(const data::Dataset& d, ProgressReporter& progress) {
+  auto model = build_model(test::tiny_model_options(d), 7);
+  Trainer trainer(model, d, test::tiny_train_options(), kCpu);
+  auto result = trainer.fit(progress);
+  return {result, trainer.state(), trainer.best_weights()};
+}
+
+TEST(Trainer, SameSeedGivesBitIdenticalLossesAndWeights) {
+  auto d = test::tiny_dataset();
+  ProgressReporter quiet;
+  auto a = train_once(d, quiet);
+  auto b = train_once(d, quiet);
+  ASSERT_EQ(a.state.history.size(), 3u);
+  for (size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(a.state.history[e]["train_loss"].get<double>(), b.state.history[e]["train_loss"].get<double>());
+    EXPECT_EQ(a.state.history[e]["val_loss"].get<double>(), b.state.history[e]["val_loss"].get<double>());
+  }
+  expect_bitwise_equal(a.state.current_weights, b.state.current_weights);
+  expect_bitwise_equal(a.state.optimizer, b.state.optimizer);
+  // Training moved the weights: the comparison above is not between two untouched models.
+  auto untouched = clone_weights(*build_model(test::tiny_model_options(d), 7));
+  EXPECT_FALSE(at::equal(untouched[0].second, a.state.current_weights[0].second));
+}
+
+TEST(Trainer, ResumingAnInterruptedRunIsExact) {
+  auto d = test::tiny_dataset();
+  ProgressReporter quiet;
+  auto straight = train_once(d, quiet);
+
+  // Stop mid-epoch 2, save a checkpoint file, load it into fresh objects, continue.
+  clear_interrupt();
+  InterruptAt stop(2, 4);
+  auto interrupted = train_once(d, stop);
+  clear_interrupt();
+  ASSERT_TRUE(interrupted.result.interrupted);
+  EXPECT_EQ(interrupted.state.epochs_completed, 1);
+  EXPECT_EQ(interrupted.state.batches_done_in_epoch, 4);
+  test::TempDir dir;
+  auto path = dir.file("checkpoint.safetensors");
+  save_model_file(path, {test::tiny_model_options(d), d.spec(), d.options(), interrupted.best, interrupted.state});
+
+  auto loaded = load_model(path, kCpu);
+  Trainer resumed(loaded.model, d, test::tiny_train_options(), kCpu);
+  resumed.resume_from(*loaded.file.training, loaded.file.weights);
+  auto result = resumed.fit(quiet);
+  EXPECT_FALSE(result.interrupted);
+  auto state = resumed.state();
+  expect_bitwise_equal(state.current_weights, straight.state.current_weights);
+  expect_bitwise_equal(state.optimizer, straight.state.optimizer);
+  expect_bitwise_equal(resumed.best_weights(), straight.best);
+  ASSERT_EQ(state.history.size(), 3u);
+  for (size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(state.history[e]["train_loss"].get<double>(), straight.state.history[e]["train_loss"].get<double>());
+  }
+}
+
+TEST(Trainer, KeepsTheBestEpochsWeights) {
+  auto d = test::tiny_dataset();
+  ProgressReporter quiet;
+  auto run = train_once(d, quiet);
+  ASSERT_GE(run.result.best_epoch, 1);
+  auto model = build_model(test::tiny_model_options(d), 99);
+  copy_weights_into(*model, run.best, "best");
+  auto metrics = evaluate_model(model, d, data::Split::Validation, 64, kCpu);
+  const auto& best = run.state.history[static_cast<size_t>(run.result.best_epoch - 1)];
+  EXPECT_EQ(metrics.loss, best["val_loss"].get<double>());
+  for (const auto& epoch : run.state.history) EXPECT_GE(epoch["val_loss"].get<double>(), metrics.loss);
+}
+
+TEST(Trainer, EarlyStoppingEndsTheRun) {
+  auto d = test::tiny_dataset();
+  auto options = test::tiny_train_options();
+  options.epochs = 50;
+  options.patience = 1;
+  options.learning_rate = 0.3;  // too high to keep improving
+  Trainer trainer(build_model(test::tiny_model_options(d), 7), d, options, kCpu);
+  ProgressReporter quiet;
+  auto result = trainer.fit(quiet);
+  EXPECT_TRUE(result.stopped_early);
+  EXPECT_LT(result.epochs_completed, 50);
+  EXPECT_EQ(result.epochs_completed, result.best_epoch + 1);
+}
+
+}  // namespace
+}  // namespace qtft::train

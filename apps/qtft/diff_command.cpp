@@ -9,17 +9,12 @@
 #include <memory>
 
 #include "commands.h"
+#include "qtft/common/format.h"
 #include "exit_code.h"
 #include "qtft/io/tensor_diff.h"
 
 namespace qtft::cli {
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
 
 // One column for both files: the value once when they agree, "A -> B" when they do not.
 std::string pair_text(const std::string& a, const std::string& b, bool in_a, bool in_b) {
@@ -81,7 +76,7 @@ void run_diff(const std::string& path_a, const std::string& path_b, bool verbose
     size_t c = 0;
     columns[c++].cells.push_back(row.name);
     columns[c++].cells.push_back(pair_text(row.dtype_a, row.dtype_b, row.in_a, row.in_b));
-    columns[c++].cells.push_back(pair_text(shape_text(row.shape_a), shape_text(row.shape_b), row.in_a, row.in_b));
+    columns[c++].cells.push_back(pair_text(format_shape(row.shape_a), format_shape(row.shape_b), row.in_a, row.in_b));
     columns[c++].cells.push_back(diff_text(row));
     if (verbose) {
       std::string count = row.differing_elements < 0 ? "-" : std::to_string(row.differing_elements);

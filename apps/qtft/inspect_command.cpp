@@ -11,12 +11,6 @@
 namespace qtft::cli {
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 // Metadata values are often JSON (config, statistics); indent those for reading.
 std::string readable_value(const std::string& value) {
   auto json = nlohmann::json::parse(value, nullptr, false);
@@ -48,7 +42,7 @@ void add_inspect_command(CLI::App& app) {
     std::printf("  %-*s  %-5s  %s\n", static_cast<int>(width), "name", "dtype", "shape");
     for (const auto& t : file.tensors()) {
       std::printf("  %-*s  %-5s  %s\n", static_cast<int>(width), t.name.c_str(),
-                  std::string(io::dtype_name(t.dtype)).c_str(), shape_text(t.shape).c_str());
+                  std::string(io::dtype_name(t.dtype)).c_str(), format_shape(t.shape).c_str());
     }
     std::cout << "\nmetadata (" << file.metadata().size() << " entries):\n";
     for (const auto& [key, value] : file.metadata()) {

@@ -15,8 +15,10 @@ namespace {
 
 std::filesystem::path make_temp_path(const std::filesystem::path& final_path) {
   static std::atomic<unsigned> counter{0};
-  auto name = "." + final_path.filename().string() + ".tmp-" + std::to_string(::getpid()) +
-              "-" + std::to_string(counter++);
+  // Appending (not "." + string) sidesteps a GCC 12 -Wrestrict false positive.
+  std::string name(1, '.');
+  name.append(final_path.filename().string()).append(".tmp-").append(std::to_string(::getpid()));
+  name.append("-").append(std::to_string(counter++));
   return final_path.parent_path() / name;
 }
 

@@ -33,6 +33,11 @@ TEST(FormatNumber, ShortestRoundTrip) {
   EXPECT_EQ(format_number(-INFINITY), "-inf");
 }
 
+TEST(FormatShape, WritesDimensionsInBrackets) {
+  EXPECT_EQ(format_shape({}), "[]");
+  EXPECT_EQ(format_shape({2, 3}), "[2, 3]");
+}
+
 TEST(FormatBytes, PicksBinaryUnits) {
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace qtft {
 
@@ -10,6 +11,9 @@ std::string format_number(double value);
 
 // "2024-01-02T08:30:00Z", with fractional seconds only when present.
 std::string format_utc(int64_t timestamp_ns);
+
+// "[2, 3]": a tensor shape as people write it.
+std::string format_shape(const std::vector<int64_t>& shape);
 
 // "1.5 GiB", "12.0 MiB", "512 B".
 std::string format_bytes(uint64_t bytes);

@@ -83,7 +83,10 @@ std::string format_explanation(const Explanation& e) {
   std::vector<std::pair<std::string, double>> rows;
   for (size_t i = 0; i < e.attention_profile.size(); ++i) {
     auto pos = static_cast<int64_t>(i) - e.encoder_length;
-    rows.emplace_back(pos < 0 ? "t" + std::to_string(pos) : "t+" + std::to_string(pos + 1), e.attention_profile[i]);
+    // Appending (not "t" + string) sidesteps a GCC 12 -Wstringop-overflow false positive.
+    std::string label(pos < 0 ? "t" : "t+");
+    label.append(std::to_string(pos < 0 ? pos : pos + 1));
+    rows.emplace_back(label, e.attention_profile[i]);
   }
   table(out, "", rows);
   return out;

@@ -1,0 +1,93 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <ostream>
+
+#include "qtft/quant/quant_params.h"
+
+namespace qtft::quant {
+
+struct ActivationFakeQuantOptions {
+  TORCH_ARG(int64_t, bits) = 8;
+  // Weight of the newest batch in the moving-average min/max, in (0, 1].
+  TORCH_ARG(double, averaging_constant) = 0.01;
+};
+
+// Per-tensor affine fake quantization of an activation (unsigned, 0..2^bits-1) with a
+// moving-average min/max observer, on ATen's kernels.
+//
+// State, all registered as buffers so that it is saved with the model and follows .to():
+//   running_min, running_max  float [1], +inf / -inf until the first observation
+//   scale                     float [1]
+//   zero_point                int32 [1]
+//   samples                   int64 [1], how many batches the observer has taken in
+//                             (training forwards and calibrate calls alike)
+//   frozen                    bool  [1]
+//
+// The observer follows ATen's fused op: the first observation sets min and max to the
+// batch's; later ones move them by m += c * (batch - m), in float. Scale and zero point are
+// recomputed from the new min and max before the batch itself is fake-quantized (see
+// affine_qparams for the rule).
+//
+// forward(x):
+//   training, not frozen  observe x, then fake-quantize it with the updated parameters
+//   frozen, or eval mode  fake-quantize with the stored parameters; no state changes
+//   never observed        x is returned unchanged (in any mode): there are no parameters
+//                         yet, and ATen would invent scale 0.1 and zero point 0, which
+//                         silently clips every negative value to 0.
+//
+// x must be a non-empty float32 tensor. Deciding the mode reads the frozen flag (and, when
+// not observing, the sample count) on the host: on CUDA that is one synchronization per call.
+class ActivationFakeQuantImpl : public torch::nn::Module {
+ public:
+  explicit ActivationFakeQuantImpl(ActivationFakeQuantOptions options = {});
+
+  at::Tensor forward(const at::Tensor& x);
+
+  // Observes x without gradient, whatever the training mode, and returns it fake-quantized:
+  // one calibration batch, counted in samples(). Throws qtft::Error on a frozen observer,
+  // whose parameters were promised not to change.
+  at::Tensor calibrate(const at::Tensor& x);
+
+  // Stops (and restarts) observation; scale and zero point stay exactly as they are.
+  void freeze();
+  void unfreeze();
+  bool is_frozen() const;
+
+  int64_t samples() const;
+  QParams qparams() const;
+  QuantRange range() const { return range_; }
+  const ActivationFakeQuantOptions& options() const { return options_; }
+
+  void pretty_print(std::ostream& stream) const override;
+
+ private:
+  // Updates min, max, scale, zero point and the sample count from x and returns x
+  // fake-quantized with the new parameters. The fused kernel observes and quantizes in one
+  // pass, so observing hands back its output instead of quantizing a second time.
+  at::Tensor observe(const at::Tensor& x);
+  // Fake-quantizes x with the given parameters and touches no state. A replay of an
+  // observed call (recompute under checkpointing) goes through here with the parameters
+  // that call produced; the result is bitwise what observe returned.
+  at::Tensor fake_quantize_with(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& zero_point) const;
+  // The int64 "on" flag the fused op takes, kept on the device of the latest input.
+  const at::Tensor& on_flag(const at::Device& device);
+
+  ActivationFakeQuantOptions options_;
+  QuantRange range_;
+  at::Tensor running_min_;
+  at::Tensor running_max_;
+  at::Tensor scale_;
+  at::Tensor zero_point_;
+  at::Tensor samples_;
+  at::Tensor frozen_;
+  at::Tensor on_flag_;
+};
+TORCH_MODULE(ActivationFakeQuant);
+
+}  // namespace qtft::quant

@@ -1,0 +1,110 @@
+#include "qtft/quant/activation_observer.h"
+
+#include <ATen/ops/fake_quantize_per_tensor_affine.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/fused_moving_avg_obs_fake_quant.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
+
+#include <limits>
+#include <string>
+
+#include "qtft/common/error.h"
+
+namespace qtft::quant {
+namespace {
+
+void check_input(const at::Tensor& x) {
+  // The fused CPU kernel reads min and max through float pointers and reduces over all of x,
+  // so anything else would fail deep inside ATen with a message naming neither.
+  TORCH_CHECK(x.defined() && x.scalar_type() == at::kFloat, "ActivationFakeQuant: expected a float32 tensor, got ",
+              x.defined() ? c10::toString(x.scalar_type()) : "an undefined tensor");
+  TORCH_CHECK(x.numel() > 0, "ActivationFakeQuant: expected a non-empty tensor, got shape ", x.sizes());
+}
+
+}  // namespace
+
+ActivationFakeQuantImpl::ActivationFakeQuantImpl(ActivationFakeQuantOptions options)
+    : options_(options), range_(activation_range(options.bits())) {
+  const double c = options_.averaging_constant();
+  // Written as a negation so that NaN fails too.
+  if (!(c > 0.0 && c <= 1.0)) {
+    throw UsageError("activation observer: averaging constant must be in (0, 1], got " + std::to_string(c));
+  }
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  // +-inf is "never observed": the fused op replaces an infinite bound outright instead of
+  // averaging into it.
+  running_min_ = register_buffer("running_min", at::full({1}, std::numeric_limits<float>::infinity(), f32));
+  running_max_ = register_buffer("running_max", at::full({1}, -std::numeric_limits<float>::infinity(), f32));
+  // ATen's FakeQuantize starts from scale 1 and zero point 0 as well; they are not used
+  // before the first observation (see forward).
+  scale_ = register_buffer("scale", at::ones({1}, f32));
+  zero_point_ = register_buffer("zero_point", at::zeros({1}, at::TensorOptions().dtype(at::kInt)));
+  samples_ = register_buffer("samples", at::zeros({1}, at::TensorOptions().dtype(at::kLong)));
+  frozen_ = register_buffer("frozen", at::zeros({1}, at::TensorOptions().dtype(at::kBool)));
+}
+
+at::Tensor ActivationFakeQuantImpl::forward(const at::Tensor& x) {
+  check_input(x);
+  if (is_training() && !is_frozen()) return observe(x);
+  if (samples() == 0) return x;
+  return fake_quantize_with(x, scale_, zero_point_);
+}
+
+at::Tensor ActivationFakeQuantImpl::calibrate(const at::Tensor& x) {
+  check_input(x);
+  if (is_frozen()) {
+    throw Error("activation observer: cannot calibrate a frozen observer (its scale and zero point are fixed); "
+                "calibrate before freezing");
+  }
+  c10::NoGradGuard no_grad;
+  return observe(x);
+}
+
+void ActivationFakeQuantImpl::freeze() { frozen_.fill_(true); }
+
+void ActivationFakeQuantImpl::unfreeze() { frozen_.fill_(false); }
+
+bool ActivationFakeQuantImpl::is_frozen() const { return frozen_.item<bool>(); }
+
+int64_t ActivationFakeQuantImpl::samples() const { return samples_.item<int64_t>(); }
+
+QParams ActivationFakeQuantImpl::qparams() const {
+  return {static_cast<double>(scale_.item<float>()), static_cast<int64_t>(zero_point_.item<int32_t>())};
+}
+
+void ActivationFakeQuantImpl::pretty_print(std::ostream& stream) const {
+  stream << "qtft::quant::ActivationFakeQuant(bits=" << options_.bits()
+         << ", averaging_constant=" << options_.averaging_constant() << ")";
+}
+
+at::Tensor ActivationFakeQuantImpl::observe(const at::Tensor& x) {
+  const at::Tensor& on = on_flag(x.device());
+  // Updates running_min/max, scale and zero_point in place; the gradient is the
+  // straight-through mask. ch_axis and per_row only matter for per-channel observers.
+  at::Tensor out = at::fused_moving_avg_obs_fake_quant(x, on, on, running_min_, running_max_, scale_, zero_point_,
+                                                       options_.averaging_constant(), range_.qmin, range_.qmax,
+                                                       /*ch_axis=*/0, /*per_row_fake_quant=*/false,
+                                                       /*symmetric_quant=*/false);
+  // Counted on the device: no synchronization.
+  samples_.add_(1);
+  return out;
+}
+
+at::Tensor ActivationFakeQuantImpl::fake_quantize_with(const at::Tensor& x, const at::Tensor& scale,
+                                                       const at::Tensor& zero_point) const {
+  // The tensor-parameter overload reads scale and zero point on the device, so no sync, and
+  // runs the same kernel the fused op ends in.
+  return at::fake_quantize_per_tensor_affine(x, scale, zero_point, range_.qmin, range_.qmax);
+}
+
+const at::Tensor& ActivationFakeQuantImpl::on_flag(const at::Device& device) {
+  if (!on_flag_.defined() || on_flag_.device() != device) {
+    on_flag_ = at::ones({1}, at::TensorOptions().dtype(at::kLong).device(device));
+  }
+  return on_flag_;
+}
+
+}  // namespace qtft::quant

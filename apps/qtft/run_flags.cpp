@@ -30,6 +30,18 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f) {
       ->capture_default_str();
 }
 
+void add_qat_flags(CLI::App& cmd, QatFlags& f) {
+  cmd.add_flag("--use-qat", f.use_qat, "Quantization-aware training: fake-quantized weights and activations");
+  cmd.add_option("--qat-calibration-batches", f.calibration_batches,
+                 "Batches run without gradients to calibrate new observers before training")
+      ->capture_default_str();
+  cmd.add_flag("--freeze-qat-observers", f.freeze_observers,
+               "Freeze every observer (scale and zero point fixed) from the start of training");
+  cmd.add_option("--weight-bits", f.weight_bits, "Weight bit width: 8 or 4")->capture_default_str();
+  cmd.add_option("--activation-bits", f.activation_bits, "Activation bit width: 8")->capture_default_str();
+  cmd.add_flag("--verbose", f.verbose, "List every observer, not only the widest ranges");
+}
+
 void add_runtime_flags(CLI::App& cmd, RuntimeFlags& f) {
   cmd.add_option("--device", f.device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();

@@ -29,7 +29,18 @@ struct RuntimeFlags {
   void apply() const;
 };
 
+// Quantization-aware training, as users of the earlier tool know the flags.
+struct QatFlags {
+  bool use_qat = false;
+  int64_t calibration_batches = 100;
+  bool freeze_observers = false;
+  int64_t weight_bits = 8;
+  int64_t activation_bits = 8;
+  bool verbose = false;
+};
+
 void add_model_flags(CLI::App& cmd, ModelFlags& flags);
+void add_qat_flags(CLI::App& cmd, QatFlags& flags);
 void add_runtime_flags(CLI::App& cmd, RuntimeFlags& flags);
 void add_training_flags(CLI::App& cmd, train::TrainOptions& options, std::string& lr_schedule);
 

@@ -1,6 +1,7 @@
 // `qtft train`: data -> model -> trained model file and metrics. The steps are library
 // calls; this file only wires flags to them and prints.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -12,6 +13,8 @@
 #include "qtft/common/error.h"
 #include "qtft/data/dataset_summary.h"
 #include "qtft/io/atomic_file.h"
+#include "qtft/quant/observers.h"
+#include "qtft/train/calibration.h"
 #include "qtft/train/baselines.h"
 #include "qtft/train/interrupt.h"
 #include "qtft/train/model_io.h"
@@ -24,6 +27,7 @@ namespace {
 struct TrainFlags {
   DataFlags data;
   ModelFlags model;
+  QatFlags qat;
   RuntimeFlags runtime;
   train::TrainOptions train;
   std::string lr_schedule = "plateau";
@@ -44,6 +48,12 @@ void print_config(const model::TftOptions& m, const train::TrainOptions& t, int6
               static_cast<long long>(t.epochs), t.batch_size, t.learning_rate, t.weight_decay, t.clip_norm,
               train::lr_schedule_name(t.schedule), static_cast<long long>(t.patience),
               static_cast<unsigned long long>(t.seed), device.str().c_str());
+  if (m.use_qat()) {
+    std::printf("QAT: weights %lld-bit per channel (symmetric), activations %lld-bit per tensor (moving-average "
+                "observers, constant %g)\n",
+                static_cast<long long>(m.weight_bits()), static_cast<long long>(m.activation_bits()),
+                m.observer_averaging());
+  }
 }
 
 // On --resume the saved options win (batch size, seed, schedule decide which batches come
@@ -59,6 +69,25 @@ train::TrainOptions resumed_options(const nlohmann::json& saved, const train::Tr
   o.seed = saved.at("seed").get<uint64_t>();
   o.max_batches_per_epoch = saved.at("max_batches_per_epoch").get<int64_t>();
   return o;
+}
+
+// Calibrates observers that have not seen data yet, prints their table, and freezes them
+// when asked: the first phase of the QAT workflow (or all of it, with --epochs 0 style runs).
+void prepare_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, const TrainFlags& f,
+                       c10::Device device) {
+  auto stats = quant::observer_stats(*model);
+  bool fresh = std::all_of(stats.begin(), stats.end(), [](const auto& s) { return s.samples == 0; });
+  if (fresh && f.qat.calibration_batches > 0) {
+    std::printf("Starting QAT calibration (%lld batches)...\n", static_cast<long long>(f.qat.calibration_batches));
+    std::fflush(stdout);
+    train::calibrate_observers(model, dataset, f.qat.calibration_batches, f.train.batch_size, f.train.seed, device);
+    std::printf("Calibration complete\nObserver statistics:\n%s",
+                quant::format_observer_table(quant::observer_stats(*model), f.qat.verbose ? 0 : 12).c_str());
+  }
+  if (f.qat.freeze_observers) {
+    quant::freeze_observers(*model);
+    std::printf("QAT observers frozen (%zu observers; scales and zero points fixed)\n", stats.size());
+  }
 }
 
 void run_train(TrainFlags& f) {
@@ -89,16 +118,19 @@ void run_train(TrainFlags& f) {
                         : data::Dataset::build(bars, f.data.dataset);
   std::cout << "Data: " << data::describe_source(source) << "\n" << data::summarize_dataset(bars, dataset);
 
+  if (loaded && f.qat.use_qat && !f.resume) train::convert_to_qat(*loaded, f.qat.weight_bits, f.qat.activation_bits, device);
   auto model = [&] {
     if (loaded) return loaded->model;
     model::TftOptions options(static_cast<int64_t>(dataset.num_observed()), static_cast<int64_t>(dataset.num_known()),
                               static_cast<int64_t>(dataset.spec().symbols.size()), dataset.options().encoder_length,
                               dataset.options().horizon);
     f.model.apply_to(options);
+    options.use_qat(f.qat.use_qat).weight_bits(f.qat.weight_bits).activation_bits(f.qat.activation_bits);
     return train::build_model(options, f.train.seed);
   }();
   const auto parameters = train::count_parameters(*model);
   print_config(model->options(), f.train, parameters, device);
+  if (model->options().use_qat() && !f.resume) prepare_observers(model, dataset, f, device);
 
   auto baselines = train::evaluate_baselines(dataset, data::Split::Validation, model->options().quantiles());
   std::printf("Baselines on validation: zero-return loss %.5f, training quantiles loss %.5f (best: %s)\n",
@@ -169,6 +201,7 @@ void add_train_command(CLI::App& app) {
   add_bar_source_flags(*cmd, flags->data);
   add_window_flags(*cmd, flags->data);
   add_model_flags(*cmd, flags->model);
+  add_qat_flags(*cmd, flags->qat);
   add_training_flags(*cmd, flags->train, flags->lr_schedule);
   add_runtime_flags(*cmd, flags->runtime);
   cmd->add_option("--save-model", flags->save_model, "Write the best model and training state (.safetensors)");

@@ -1,6 +1,9 @@
 #include "qtft/model/dense.h"
 
+#include <ATen/ops/linear.h>
 #include <c10/util/Exception.h>
+
+#include "qtft/quant/weight_fake_quant.h"
 
 namespace qtft::model {
 
@@ -13,7 +16,18 @@ at::Tensor DenseImpl::forward(const at::Tensor& x) {
   // Checked here because the matmul's own message names neither layer nor expected size.
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) == options_.in_features(), "Dense: expected input with ",
               options_.in_features(), " features in the last dimension, got shape ", x.sizes());
-  return linear(x);
+  if (!qat_enabled()) return linear(x);
+  auto weight = quant::fake_quantize_weight(linear->weight, weight_bits_);
+  return output_quant(at::linear(x, weight, linear->bias));
+}
+
+void DenseImpl::enable_qat(const quant::QatSettings& settings) {
+  if (qat_enabled()) return;
+  weight_bits_ = settings.weight_bits;
+  output_quant = register_module(
+      "output_quant", quant::ActivationFakeQuant(quant::ActivationFakeQuantOptions()
+                                                      .bits(settings.activation_bits)
+                                                      .averaging_constant(settings.averaging_constant)));
 }
 
 }  // namespace qtft::model

@@ -52,9 +52,20 @@ AttentionOutput InterpretableMultiHeadAttentionImpl::forward(const at::Tensor& q
 
   // Heads share the values, so the mean of the heads' outputs, mean_h(A_h V), equals
   // (mean_h A_h) V: one matmul with V instead of one per head.
-  const at::Tensor mixed = attention_dropout(probabilities).mean(1);  // [B, Tq, Tk]
+  const at::Tensor used = probabilities_quant.is_empty() ? probabilities : probabilities_quant(probabilities);
+  const at::Tensor mixed = attention_dropout(used).mean(1);  // [B, Tq, Tk]
   const at::Tensor heads_mean = at::matmul(mixed, v_proj(value));    // [B, Tq, d]
   return {output_dropout(out_proj(heads_mean)), probabilities.mean(1)};
+}
+
+void InterpretableMultiHeadAttentionImpl::enable_qat(const quant::QatSettings& settings) {
+  for (auto* dense : {&q_proj, &k_proj, &v_proj, &out_proj}) (*dense)->enable_qat(settings);
+  if (probabilities_quant.is_empty()) {
+    probabilities_quant = register_module(
+        "probabilities_quant", quant::ActivationFakeQuant(quant::ActivationFakeQuantOptions()
+                                                              .bits(settings.activation_bits)
+                                                              .averaging_constant(settings.averaging_constant)));
+  }
 }
 
 at::Tensor decoder_causal_mask(int64_t encoder_length, int64_t horizon, c10::Device device) {

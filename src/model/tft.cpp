@@ -1,12 +1,16 @@
 #include "qtft/model/tft.h"
 
 #include <ATen/ops/cat.h>
+#include <ATen/ops/embedding.h>
+#include <ATen/ops/lstm.h>
 #include <ATen/ops/stack.h>
 #include <c10/util/Exception.h>
 
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "qtft/quant/weight_fake_quant.h"
 
 namespace qtft::model {
 namespace {
@@ -82,6 +86,45 @@ TemporalFusionTransformerImpl::TemporalFusionTransformerImpl(TftOptions options)
   pre_output_gate = register_module("pre_output_gate", GateAddNorm(GateAddNormOptions(hidden, hidden)));
   quantile_outputs =
       register_module("quantile_outputs", QuantileOutput(hidden, static_cast<int64_t>(o.quantiles().size())));
+  if (o.use_qat()) enable_qat();
+}
+
+void TemporalFusionTransformerImpl::enable_qat() {
+  const quant::QatSettings settings{options_.weight_bits(), options_.activation_bits(), options_.observer_averaging()};
+  for (const auto& module : modules(/*include_self=*/false)) {
+    if (auto* dense = module->as<DenseImpl>()) dense->enable_qat(settings);
+  }
+  temporal_attention->enable_qat(settings);
+  auto observer = [&](const char* name) {
+    return register_module(name, quant::ActivationFakeQuant(quant::ActivationFakeQuantOptions()
+                                                                .bits(settings.activation_bits)
+                                                                .averaging_constant(settings.averaging_constant)));
+  };
+  symbol_embedding_output_quant = observer("symbol_embedding_output_quant");
+  lstm_encoder_output_quant = observer("lstm_encoder_output_quant");
+  lstm_decoder_output_quant = observer("lstm_decoder_output_quant");
+}
+
+at::Tensor TemporalFusionTransformerImpl::embed_symbol(const at::Tensor& symbol) {
+  if (!options_.use_qat()) return symbol_embedding(symbol);
+  auto table = quant::fake_quantize_weight(symbol_embedding->weight, options_.weight_bits());
+  return symbol_embedding_output_quant(at::embedding(table, symbol));
+}
+
+// nn::LSTM offers no hook on its weights, so under QAT the same kernel (at::lstm) runs with
+// fake-quantized input and recurrent matrices; biases stay in float, as int8 backends keep
+// them in 32 bits.
+std::tuple<at::Tensor, TemporalFusionTransformerImpl::LstmState> TemporalFusionTransformerImpl::run_lstm(
+    torch::nn::LSTM& lstm, quant::ActivationFakeQuant& output_quant, const at::Tensor& input, const LstmState& state) {
+  if (!options_.use_qat()) return lstm(input, state);
+  std::vector<at::Tensor> weights;
+  for (const auto& w : lstm->all_weights()) {
+    weights.push_back(w.dim() == 2 ? quant::fake_quantize_weight(w, options_.weight_bits()) : w);
+  }
+  const auto& lo = lstm->options;
+  auto [output, h, c] = at::lstm(input, {std::get<0>(state), std::get<1>(state)}, weights, lo.bias(), lo.num_layers(),
+                                 lo.dropout(), is_training(), lo.bidirectional(), lo.batch_first());
+  return {output_quant(output), {h, c}};
 }
 
 TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, const at::Tensor& known,
@@ -107,7 +150,7 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
   }
 
   // Static covariate encoders (section 4.3): one static embedding, four contexts.
-  auto [static_embedding, static_weights] = static_vsn(symbol_embedding(symbol).unsqueeze(1));
+  auto [static_embedding, static_weights] = static_vsn(embed_symbol(symbol).unsqueeze(1));
   const at::Tensor context_selection = static_context_variable_selection(static_embedding);
   const at::Tensor context_enrichment = static_context_enrichment(static_embedding);
   const at::Tensor state_h = static_context_state_h(static_embedding).unsqueeze(0).repeat({o.lstm_layers(), 1, 1});
@@ -124,8 +167,9 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
   auto [decoder_selected, decoder_weights] = decoder_vsn(at::stack(future, -2), context_selection);
 
   // Sequence-to-sequence layer: the decoder continues from the encoder's final state.
-  auto [encoder_lstm, encoder_state] = lstm_encoder(encoder_selected, std::make_tuple(state_h, state_c));
-  auto decoder_lstm = std::get<0>(lstm_decoder(decoder_selected, encoder_state));
+  auto [encoder_lstm, encoder_state] =
+      run_lstm(lstm_encoder, lstm_encoder_output_quant, encoder_selected, std::make_tuple(state_h, state_c));
+  auto decoder_lstm = std::get<0>(run_lstm(lstm_decoder, lstm_decoder_output_quant, decoder_selected, encoder_state));
   const at::Tensor temporal =
       post_lstm_gate(at::cat({encoder_lstm, decoder_lstm}, 1), at::cat({encoder_selected, decoder_selected}, 1));
 

@@ -1,4 +1,5 @@
 #include "qtft/model/tft_options.h"
+#include "qtft/quant/quant_params.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -45,6 +46,13 @@ void TftOptions::validate() const {
                      std::to_string(attention_heads_) + ")");
   }
   if (lstm_layers_ < 1) throw UsageError("--lstm-layers must be at least 1, got " + std::to_string(lstm_layers_));
+  if (use_qat_) {
+    quant::weight_range(weight_bits_);          // throws naming --weight-bits
+    quant::activation_range(activation_bits_);  // throws naming --activation-bits
+    if (!(observer_averaging_ > 0 && observer_averaging_ <= 1)) {
+      throw UsageError("the observer averaging constant must be in (0, 1]");
+    }
+  }
   // Written as a negation so that NaN fails too.
   if (!(dropout_ >= 0.0 && dropout_ < 1.0)) {
     throw UsageError("--dropout must be in [0, 1), got " + std::to_string(dropout_));
@@ -80,7 +88,11 @@ nlohmann::json to_json(const TftOptions& o) {
           {"attention_heads", o.attention_heads()},
           {"lstm_layers", o.lstm_layers()},
           {"dropout", o.dropout()},
-          {"quantiles", o.quantiles()}};
+          {"quantiles", o.quantiles()},
+          {"use_qat", o.use_qat()},
+          {"weight_bits", o.weight_bits()},
+          {"activation_bits", o.activation_bits()},
+          {"observer_averaging", o.observer_averaging()}};
 }
 
 TftOptions tft_options_from_json(const nlohmann::json& json) {
@@ -101,6 +113,12 @@ TftOptions tft_options_from_json(const nlohmann::json& json) {
     o.dropout(json.at(field).get<double>());
     field = "quantiles";
     o.quantiles(json.at(field).get<std::vector<double>>());
+    field = "use_qat";
+    o.use_qat(json.at(field).get<bool>());
+    o.weight_bits(get_int("weight_bits"));
+    o.activation_bits(get_int("activation_bits"));
+    field = "observer_averaging";
+    o.observer_averaging(json.at(field).get<double>());
     return o;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("model config: field '") + field + "' is missing or malformed: " + e.what());

@@ -32,6 +32,22 @@ LoadedModel load_model(const std::filesystem::path& path, c10::Device device) {
   return {std::move(file), std::move(model)};
 }
 
+void convert_to_qat(LoadedModel& loaded, int64_t weight_bits, int64_t activation_bits, c10::Device device) {
+  auto& options = loaded.file.options;
+  if (options.use_qat() && options.weight_bits() == weight_bits && options.activation_bits() == activation_bits) return;
+  // A QAT model at other bit widths keeps its weights but starts with fresh observers.
+  NamedTensors weights;
+  for (const auto& [name, t] : named_weights(*loaded.model)) {
+    if (name.find("_quant.") == std::string::npos) weights.emplace_back(name, t);
+  }
+  options.use_qat(true).weight_bits(weight_bits).activation_bits(activation_bits);
+  options.validate();
+  model::TemporalFusionTransformer model(options);
+  copy_weights_into(*model, weights, "converting to QAT", /*observers_may_be_missing=*/true);
+  model->to(device);
+  loaded.model = model;
+}
+
 int64_t count_parameters(const torch::nn::Module& module) {
   int64_t n = 0;
   for (const auto& p : module.parameters()) n += p.numel();

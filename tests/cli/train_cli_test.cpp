@@ -104,13 +104,15 @@ TEST_F(TrainCli, SameSeedGivesIdenticalFilesAndDiffSaysSo) {
 }
 
 TEST_F(TrainCli, CtrlCSavesACheckpointThatResumeContinues) {
-  // A run far too long to finish, stopped by SIGINT as Ctrl-C would. The 8 seconds leave
-  // room for the process to start (loading LibTorch) on a busy machine.
+  // A run far too long to finish, stopped by one SIGINT as Ctrl-C would. The 8 seconds
+  // leave room for the process to start (loading LibTorch) on a busy machine; --foreground
+  // makes timeout signal only qtft, not its process group too: a second signal is the
+  // user insisting, and kills.
   auto checkpoint = dir_.file("ckpt.safetensors");
   auto run = run_qtft(dir_,
                       "train --parquet-file " + data_ + kModel +
                           " --epochs 100000 --patience 0 --max-batches-per-epoch 2 --batch-size 8 --save-model " + checkpoint,
-                      "timeout --preserve-status -s INT 8");
+                      "timeout --foreground --preserve-status -s INT 8");
   ASSERT_EQ(run.exit_code, 130) << run.out << run.err;
   EXPECT_THAT(run.err, HasSubstr("saved a resumable checkpoint to " + checkpoint));
   auto saved = train::load_model_file(checkpoint);

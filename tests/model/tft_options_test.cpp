@@ -86,9 +86,10 @@ TEST(TftOptionsTest, JsonRoundTripKeepsEveryField) {
   // Every field differs from its default, so a field dropped on either side is caught.
   TftOptions o(3, 7, 11, 48, 6);
   o.hidden_size(24).attention_heads(3).lstm_layers(2).dropout(0.25).quantiles({0.05, 0.5, 0.95});
+  o.use_qat(true).weight_bits(4).activation_bits(8).observer_averaging(0.02);
 
   const nlohmann::json json = to_json(o);
-  EXPECT_EQ(json.size(), 10u) << json.dump();
+  EXPECT_EQ(json.size(), 14u) << json.dump();
   // Through text, as it travels in a model file's metadata.
   const TftOptions back = tft_options_from_json(nlohmann::json::parse(json.dump()));
   EXPECT_EQ(back.num_observed(), 3);
@@ -101,6 +102,10 @@ TEST(TftOptionsTest, JsonRoundTripKeepsEveryField) {
   EXPECT_EQ(back.lstm_layers(), 2);
   EXPECT_EQ(back.dropout(), 0.25);
   EXPECT_EQ(back.quantiles(), (std::vector<double>{0.05, 0.5, 0.95}));
+  EXPECT_TRUE(back.use_qat());
+  EXPECT_EQ(back.weight_bits(), 4);
+  EXPECT_EQ(back.activation_bits(), 8);
+  EXPECT_EQ(back.observer_averaging(), 0.02);
   EXPECT_EQ(to_json(back), json);
 }
 

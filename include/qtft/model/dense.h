@@ -8,6 +8,9 @@
 
 #include <cstdint>
 
+#include "qtft/quant/activation_observer.h"
+#include "qtft/quant/qat_settings.h"
+
 namespace qtft::model {
 
 struct DenseOptions {
@@ -29,10 +32,17 @@ class DenseImpl : public torch::nn::Module {
 
   const DenseOptions& options() const { return options_; }
 
+  // From now on the weight is fake-quantized per output channel and the output goes through
+  // an observer registered as "output_quant" (so it is saved with the model).
+  void enable_qat(const quant::QatSettings& settings);
+  bool qat_enabled() const { return !output_quant.is_empty(); }
+
   torch::nn::Linear linear{nullptr};
+  quant::ActivationFakeQuant output_quant{nullptr};
 
  private:
   DenseOptions options_;
+  int64_t weight_bits_ = 8;
 };
 TORCH_MODULE(Dense);
 

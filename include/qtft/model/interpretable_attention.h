@@ -52,6 +52,11 @@ class InterpretableMultiHeadAttentionImpl : public torch::nn::Module {
   torch::nn::Dropout attention_dropout{nullptr};  // on the attention probabilities
   torch::nn::Dropout output_dropout{nullptr};     // on the projected output
 
+  // Quantization-aware training: the projections (Dense) and the attention probabilities,
+  // which an int8 deployment feeds to the value matmul as 8-bit numbers, are fake-quantized.
+  void enable_qat(const quant::QatSettings& settings);
+  quant::ActivationFakeQuant probabilities_quant{nullptr};
+
  private:
   InterpretableMultiHeadAttentionOptions options_;
 };

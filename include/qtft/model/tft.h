@@ -11,7 +11,10 @@
 #include "qtft/model/gated_residual_network.h"
 #include "qtft/model/interpretable_attention.h"
 #include "qtft/model/quantile_output.h"
+#include <tuple>
+
 #include "qtft/model/tft_options.h"
+#include "qtft/quant/activation_observer.h"
 #include "qtft/model/variable_selection_network.h"
 
 namespace qtft::model {
@@ -68,8 +71,19 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
   GatedResidualNetwork positionwise_grn{nullptr};
   GateAddNorm pre_output_gate{nullptr};
   QuantileOutput quantile_outputs{nullptr};
+  // Observers of the layers that are not Dense, registered only with use_qat; observer
+  // names drop the "_quant" suffix ("symbol_embedding_output" -> symbol_embedding).
+  quant::ActivationFakeQuant symbol_embedding_output_quant{nullptr};
+  quant::ActivationFakeQuant lstm_encoder_output_quant{nullptr};
+  quant::ActivationFakeQuant lstm_decoder_output_quant{nullptr};
 
  private:
+  using LstmState = std::tuple<at::Tensor, at::Tensor>;
+  void enable_qat();
+  at::Tensor embed_symbol(const at::Tensor& symbol);
+  std::tuple<at::Tensor, LstmState> run_lstm(torch::nn::LSTM& lstm, quant::ActivationFakeQuant& output_quant,
+                                             const at::Tensor& input, const LstmState& state);
+
   TftOptions options_;
 };
 TORCH_MODULE(TemporalFusionTransformer);

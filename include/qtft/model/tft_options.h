@@ -25,6 +25,12 @@ struct TftOptions {
   TORCH_ARG(int64_t, lstm_layers) = 1;
   TORCH_ARG(double, dropout) = 0.1;
   TORCH_ARG(std::vector<double>, quantiles) = std::vector<double>{0.1, 0.5, 0.9};
+  // Quantization-aware training: fake-quantized weights (per channel, symmetric) and
+  // observed, fake-quantized activations (per tensor, unsigned) in every layer.
+  TORCH_ARG(bool, use_qat) = false;
+  TORCH_ARG(int64_t, weight_bits) = 8;      // 8 or 4
+  TORCH_ARG(int64_t, activation_bits) = 8;  // 8
+  TORCH_ARG(double, observer_averaging) = 0.01;  // moving-average constant of the observers
 
  public:  // TORCH_ARG leaves the access at private
   // Throws qtft::UsageError naming the flag (--hidden-size, --attention-heads, ...); sizes

@@ -61,7 +61,10 @@ ModelFile load_model_file(const std::filesystem::path& path);
 NamedTensors named_weights(const torch::nn::Module& module);
 // Copies `weights` into the module's parameters and buffers; every name must match in name,
 // shape and dtype, in both directions, or the error lists what differs.
-void copy_weights_into(torch::nn::Module& module, const NamedTensors& weights, const std::string& source);
+// With `observers_may_be_missing`, the module's QAT observer buffers may be absent from
+// `weights` (an FP32 model converted for QAT or PTQ): they keep their fresh state.
+void copy_weights_into(torch::nn::Module& module, const NamedTensors& weights, const std::string& source,
+                       bool observers_may_be_missing = false);
 // Deep copies (clones) of the module's weights on the CPU.
 NamedTensors clone_weights(const torch::nn::Module& module);
 

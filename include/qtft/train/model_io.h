@@ -24,6 +24,11 @@ struct LoadedModel {
 };
 LoadedModel load_model(const std::filesystem::path& path, c10::Device device);
 
+// The loaded model with QAT turned on at the given bit widths, keeping its weights (and its
+// observers when it already had QAT at the same widths). Used to fine-tune an FP32 model
+// with QAT and for post-training quantization.
+void convert_to_qat(LoadedModel& loaded, int64_t weight_bits, int64_t activation_bits, c10::Device device);
+
 int64_t count_parameters(const torch::nn::Module& module);
 
 }  // namespace qtft::train

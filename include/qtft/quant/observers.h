@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qtft/quant/activation_observer.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace qtft::quant {
+
+// One observer as users see it: its name follows the module tree
+// ("static_vsn.flattened_grn.fc1", "lstm_encoder", "temporal_attention.probabilities").
+struct ObserverStats {
+  std::string name;
+  double min = 0.0, max = 0.0;
+  double scale = 0.0;
+  int64_t zero_point = 0;
+  int64_t samples = 0;
+  bool frozen = false;
+};
+
+// "a.b.output_quant" -> "a.b"; "lstm_encoder_output_quant" -> "lstm_encoder";
+// "temporal_attention.probabilities_quant" -> "temporal_attention.probabilities".
+std::string observer_name(const std::string& module_path);
+
+// Every activation observer in the module tree, in registration order.
+std::vector<std::pair<std::string, ActivationFakeQuant>> find_observers(torch::nn::Module& module);
+std::vector<ObserverStats> observer_stats(torch::nn::Module& module);
+
+void freeze_observers(torch::nn::Module& module);
+// True when the module has observers and all of them are frozen.
+bool observers_frozen(torch::nn::Module& module);
+
+// The table printed after calibration and by `qtft inspect`: all rows, or the `limit`
+// with the most samples then widest range, and a count of the rest.
+std::string format_observer_table(const std::vector<ObserverStats>& stats, size_t limit = 0);
+
+}  // namespace qtft::quant

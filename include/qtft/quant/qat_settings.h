@@ -1,0 +1,15 @@
+#pragma once
+
+#include <cstdint>
+
+namespace qtft::quant {
+
+// What a layer needs to know to train quantization-aware: the weight and activation bit
+// widths and the observers' moving-average constant.
+struct QatSettings {
+  int64_t weight_bits = 8;
+  int64_t activation_bits = 8;
+  double averaging_constant = 0.01;
+};
+
+}  // namespace qtft::quant

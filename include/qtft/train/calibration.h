@@ -1,0 +1,19 @@
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+
+#include "qtft/data/dataset.h"
+#include "qtft/model/tft.h"
+
+namespace qtft::train {
+
+// Runs `batches` training batches forward without gradients so that every observer sees
+// real activations before training (or, for PTQ, instead of it). Dropout is off; only the
+// observers are in training mode. Each observer's sample count grows by `batches`.
+// The batches come from their own seeded order, so the training batch order is unchanged.
+void calibrate_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, int64_t batches,
+                         size_t batch_size, uint64_t seed, c10::Device device);
+
+}  // namespace qtft::train

@@ -16,5 +16,6 @@ void add_diff_command(CLI::App& app);
 void add_evaluate_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
 void add_explain_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 
 }  // namespace qtft::cli

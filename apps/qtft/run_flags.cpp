@@ -40,6 +40,12 @@ void add_qat_flags(CLI::App& cmd, QatFlags& f) {
   cmd.add_option("--weight-bits", f.weight_bits, "Weight bit width: 8 or 4")->capture_default_str();
   cmd.add_option("--activation-bits", f.activation_bits, "Activation bit width: 8")->capture_default_str();
   cmd.add_flag("--verbose", f.verbose, "List every observer, not only the widest ranges");
+  cmd.add_flag("--two-phase", f.two_phase,
+               "The QAT recipe in one run: calibrate, train --qat-live-epochs with live observers, freeze, continue");
+  cmd.add_option("--qat-live-epochs", f.live_epochs, "With --two-phase: epochs before the observers freeze")
+      ->capture_default_str();
+  cmd.add_flag("--compare-accuracy", f.compare_accuracy,
+               "Train FP32, derive PTQ, train QAT frozen (two-phase) and QAT live; print and save the comparison");
 }
 
 void add_runtime_flags(CLI::App& cmd, RuntimeFlags& f) {

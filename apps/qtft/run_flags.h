@@ -37,6 +37,9 @@ struct QatFlags {
   int64_t weight_bits = 8;
   int64_t activation_bits = 8;
   bool verbose = false;
+  bool two_phase = false;
+  int64_t live_epochs = 1;
+  bool compare_accuracy = false;
 };
 
 void add_model_flags(CLI::App& cmd, ModelFlags& flags);

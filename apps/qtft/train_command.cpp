@@ -15,6 +15,7 @@
 #include "qtft/io/atomic_file.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
+#include "qtft/train/compare_accuracy.h"
 #include "qtft/train/baselines.h"
 #include "qtft/train/interrupt.h"
 #include "qtft/train/model_io.h"
@@ -68,6 +69,7 @@ train::TrainOptions resumed_options(const nlohmann::json& saved, const train::Tr
   o.patience = saved.at("patience").get<int64_t>();
   o.seed = saved.at("seed").get<uint64_t>();
   o.max_batches_per_epoch = saved.at("max_batches_per_epoch").get<int64_t>();
+  o.freeze_observers_after_epochs = saved.at("freeze_observers_after_epochs").get<int64_t>();
   return o;
 }
 
@@ -90,12 +92,60 @@ void prepare_observers(model::TemporalFusionTransformer& model, const data::Data
   }
 }
 
+void run_compare_accuracy(const TrainFlags& f) {
+  auto device = train::resolve_device(f.runtime.device);
+  const auto& source = f.data.source;
+  if (source.uses_embedded_data()) {
+    std::cout << "No --parquet-file or --csv-file given: comparing on the " << data::describe_source(source) << "\n";
+  }
+  auto bars = data::load_bars(source);
+  auto dataset = data::Dataset::build(bars, f.data.dataset);
+  model::TftOptions options(static_cast<int64_t>(dataset.num_observed()), static_cast<int64_t>(dataset.num_known()),
+                            static_cast<int64_t>(dataset.spec().symbols.size()), dataset.options().encoder_length,
+                            dataset.options().horizon);
+  f.model.apply_to(options);
+  train::CompareOptions compare{options, f.train, f.qat.weight_bits, f.qat.activation_bits,
+                                f.qat.calibration_batches, f.qat.live_epochs, device};
+  compare.train.freeze_observers_after_epochs = 0;
+  print_config(options, f.train, train::count_parameters(*model::TemporalFusionTransformer(options)), device);
+  std::printf("Comparing FP32, PTQ, QAT (two-phase, frozen) and QAT (live) at %lld-bit weights, %lld-bit activations\n",
+              static_cast<long long>(f.qat.weight_bits), static_cast<long long>(f.qat.activation_bits));
+  auto progress = train::make_console_progress(stdout, stdout_is_terminal());
+  auto rows = train::compare_accuracy(dataset, compare, *progress, [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  });
+  std::printf("\nAccuracy comparison (validation split, best epoch of each):\n%s",
+              train::format_comparison(rows).c_str());
+  if (!f.metrics_json.empty()) {
+    nlohmann::json j{{"config", {{"model", model::to_json(options)}, {"training", train::to_json(f.train)},
+                                 {"weight_bits", f.qat.weight_bits}, {"activation_bits", f.qat.activation_bits},
+                                 {"calibration_batches", f.qat.calibration_batches},
+                                 {"qat_live_epochs", f.qat.live_epochs}, {"data", data::describe_source(source)}}},
+                     {"models", train::to_json(rows)}};
+    io::write_file_atomically(f.metrics_json, j.dump(2) + "\n");
+  }
+}
+
 void run_train(TrainFlags& f) {
   // First of all: a Ctrl-C while the data loads still ends in a checkpoint after one step.
   train::install_interrupt_handler();
   finish_data_flags(f.data);
   f.runtime.apply();
   f.train.schedule = train::parse_lr_schedule(f.lr_schedule);
+  if (f.qat.two_phase) {
+    f.qat.use_qat = true;
+    if (f.qat.live_epochs < 1 || f.qat.live_epochs >= f.train.epochs) {
+      throw UsageError("--two-phase needs --qat-live-epochs between 1 and --epochs - 1, got " +
+                       std::to_string(f.qat.live_epochs) + " with --epochs " + std::to_string(f.train.epochs));
+    }
+    f.train.freeze_observers_after_epochs = f.qat.live_epochs;
+  }
+  if (f.qat.compare_accuracy) {
+    if (!f.load_model.empty() || f.resume) throw UsageError("--compare-accuracy trains from scratch: drop --load-model");
+    run_compare_accuracy(f);
+    return;
+  }
   if (f.resume && f.load_model.empty()) throw UsageError("--resume needs --load-model FILE (the checkpoint to continue)");
   auto device = train::resolve_device(f.runtime.device);
 

@@ -113,12 +113,15 @@ TftOptions tft_options_from_json(const nlohmann::json& json) {
     o.dropout(json.at(field).get<double>());
     field = "quantiles";
     o.quantiles(json.at(field).get<std::vector<double>>());
-    field = "use_qat";
-    o.use_qat(json.at(field).get<bool>());
-    o.weight_bits(get_int("weight_bits"));
-    o.activation_bits(get_int("activation_bits"));
-    field = "observer_averaging";
-    o.observer_averaging(json.at(field).get<double>());
+    // Files written before QAT existed have no QAT fields: they are FP32 models.
+    if (json.contains("use_qat")) {
+      field = "use_qat";
+      o.use_qat(json.at(field).get<bool>());
+      o.weight_bits(get_int("weight_bits"));
+      o.activation_bits(get_int("activation_bits"));
+      field = "observer_averaging";
+      o.observer_averaging(json.at(field).get<double>());
+    }
     return o;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("model config: field '") + field + "' is missing or malformed: " + e.what());

@@ -13,6 +13,7 @@ void TrainOptions::validate() const {
   if (weight_decay < 0) throw UsageError("--weight-decay must not be negative");
   if (clip_norm < 0) throw UsageError("--clip-norm must not be negative");
   if (patience < 0) throw UsageError("--patience must not be negative");
+  if (freeze_observers_after_epochs < 0) throw UsageError("--qat-live-epochs must not be negative");
   if (!(plateau_factor > 0 && plateau_factor < 1)) throw UsageError("the plateau factor must be in (0, 1)");
 }
 
@@ -41,7 +42,8 @@ nlohmann::json to_json(const TrainOptions& o) {
           {"lr_schedule", lr_schedule_name(o.schedule)},
           {"patience", o.patience},
           {"seed", o.seed},
-          {"max_batches_per_epoch", o.max_batches_per_epoch}};
+          {"max_batches_per_epoch", o.max_batches_per_epoch},
+          {"freeze_observers_after_epochs", o.freeze_observers_after_epochs}};
 }
 
 }  // namespace qtft::train

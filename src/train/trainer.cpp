@@ -13,6 +13,7 @@
 #include "qtft/common/error.h"
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
+#include "qtft/quant/observers.h"
 #include "qtft/train/evaluate.h"
 #include "qtft/train/interrupt.h"
 #include "qtft/train/quantile_loss.h"
@@ -120,6 +121,10 @@ double Trainer::train_step(const std::vector<size_t>& indices) {
 }
 
 void Trainer::end_epoch(EpochSummary& s) {
+  // Two-phase QAT: observers learn the ranges first, then stay fixed while weights adapt.
+  if (options_.freeze_observers_after_epochs > 0 && s.epoch == options_.freeze_observers_after_epochs) {
+    quant::freeze_observers(*model_);
+  }
   s.val = evaluate_model(model_, dataset_, data::Split::Validation, options_.eval_batch_size, device_);
   s.improved = s.val.loss < state_.best_val_loss;
   if (s.improved) {

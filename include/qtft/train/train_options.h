@@ -22,6 +22,8 @@ struct TrainOptions {
   uint64_t seed = 42;
   size_t eval_batch_size = 512;
   int64_t max_batches_per_epoch = 0;  // 0 = all; a cap for quick runs and benchmarks
+  // QAT two-phase recipe: freeze every observer after this many epochs (0: never).
+  int64_t freeze_observers_after_epochs = 0;
 
   void validate() const;  // throws UsageError naming the flag
 };

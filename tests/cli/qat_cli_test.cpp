@@ -1,0 +1,110 @@
+// The QAT workflow as users run it: calibrate (phase 1), train frozen (phase 2), the
+// two-phase flag, PTQ with `qtft quantize`, and the accuracy comparison.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "qtft/train/model_file.h"
+#include "qtft/train/model_io.h"
+#include "qtft/quant/observers.h"
+#include "support/cli_runner.h"
+#include "support/temp_dir.h"
+
+namespace qtft {
+namespace {
+
+using ::testing::HasSubstr;
+using test::run_qtft;
+
+const std::string kSmall =
+    " --hidden-size 8 --attention-heads 2 --encoder-length 16 --horizon 4 --max-batches-per-epoch 3 --batch-size 16";
+
+class QatCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = dir_.file("bars.parquet");
+    ASSERT_EQ(run_qtft(dir_, "make-data --output " + data_ + " --rows 2400 --symbols 2").exit_code, 0);
+  }
+  test::CliRun train(const std::string& args) {
+    auto run = run_qtft(dir_, "train --parquet-file " + data_ + " " + args);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return run;
+  }
+  std::vector<quant::ObserverStats> observers(const std::string& path) {
+    auto loaded = train::load_model(path, c10::Device(c10::kCPU));
+    return quant::observer_stats(*loaded.model);
+  }
+  test::TempDir dir_;
+  std::string data_;
+};
+
+TEST_F(QatCli, PhaseOneCalibratesThenPhaseTwoTrainsWithFrozenObservers) {
+  auto calibrated = dir_.file("calibrated.safetensors");
+  auto run = train("--use-qat --qat-calibration-batches 5 --epochs 1 --save-model " + calibrated + kSmall);
+  EXPECT_THAT(run.out, HasSubstr("Starting QAT calibration (5 batches)...\nCalibration complete\nObserver statistics:\n"));
+  EXPECT_THAT(run.out, ::testing::ContainsRegex("  [a-z_.0-9]+: scale=[0-9.]+, zero_point=[0-9]+, samples=5\n"));
+  for (const auto& s : observers(calibrated)) {
+    EXPECT_EQ(s.samples, 5 + 3) << s.name;  // calibration plus three training steps
+    EXPECT_FALSE(s.frozen);
+  }
+
+  auto final_model = dir_.file("final.safetensors");
+  run = train("--use-qat --load-model " + calibrated + " --freeze-qat-observers --epochs 2 --batch-size 32" +
+              " --max-batches-per-epoch 3 --save-model " + final_model);
+  EXPECT_THAT(run.out, HasSubstr("QAT observers frozen"));
+  EXPECT_THAT(run.out, ::testing::Not(HasSubstr("Starting QAT calibration")));
+  auto before = observers(calibrated), after = observers(final_model);
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_TRUE(after[i].frozen);
+    EXPECT_EQ(after[i].scale, before[i].scale) << after[i].name;
+    EXPECT_EQ(after[i].zero_point, before[i].zero_point) << after[i].name;
+    EXPECT_EQ(after[i].samples, before[i].samples) << after[i].name;
+  }
+  run = run_qtft(dir_, "inspect " + final_model);
+  EXPECT_THAT(run.out, HasSubstr("QAT observers (" + std::to_string(after.size()) + "):"));
+}
+
+TEST_F(QatCli, TwoPhaseFreezesAfterTheLiveEpochs) {
+  auto model = dir_.file("two_phase.safetensors");
+  train("--two-phase --qat-live-epochs 1 --qat-calibration-batches 2 --epochs 3 --save-model " + model + kSmall);
+  for (const auto& s : observers(model)) {
+    EXPECT_TRUE(s.frozen) << s.name;
+    EXPECT_EQ(s.samples, 2 + 3) << s.name;  // calibration plus the first epoch's steps only
+  }
+  auto run = run_qtft(dir_, "train --two-phase --epochs 1");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--qat-live-epochs"));
+}
+
+TEST_F(QatCli, QuantizeCalibratesAndFreezesAnFp32Model) {
+  auto fp32 = dir_.file("fp32.safetensors");
+  train("--epochs 1 --save-model " + fp32 + kSmall);
+  auto ptq = dir_.file("ptq.safetensors");
+  auto run = run_qtft(dir_, "quantize --load-model " + fp32 + " --parquet-file " + data_ +
+                                " --calibration-batches 4 --batch-size 16 --save-model " + ptq);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("Validation loss: source model"));
+  auto stats = observers(ptq);
+  ASSERT_FALSE(stats.empty());
+  for (const auto& s : stats) {
+    EXPECT_TRUE(s.frozen);
+    EXPECT_EQ(s.samples, 4);
+  }
+}
+
+TEST_F(QatCli, CompareAccuracyReportsAllFourModels) {
+  auto json_path = dir_.file("compare.json");
+  auto run = train("--compare-accuracy --epochs 2 --qat-calibration-batches 2 --metrics-json " + json_path + kSmall);
+  EXPECT_THAT(run.out, HasSubstr("Accuracy comparison"));
+  auto j = nlohmann::json::parse(test::read_text(json_path));
+  for (const char* name : {"fp32", "ptq", "qat_frozen", "qat_live"}) {
+    ASSERT_TRUE(j["models"].contains(name)) << name;
+    for (const char* key : {"val_loss", "val_rmse", "degradation_pct"}) EXPECT_TRUE(j["models"][name].contains(key));
+  }
+  EXPECT_EQ(j["models"]["fp32"]["degradation_pct"].get<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace qtft

@@ -25,9 +25,7 @@ void DenseImpl::enable_qat(const quant::QatSettings& settings) {
   if (qat_enabled()) return;
   weight_bits_ = settings.weight_bits;
   output_quant = register_module(
-      "output_quant", quant::ActivationFakeQuant(quant::ActivationFakeQuantOptions()
-                                                      .bits(settings.activation_bits)
-                                                      .averaging_constant(settings.averaging_constant)));
+      "output_quant", quant::ActivationFakeQuant(settings.observer_options()));
 }
 
 }  // namespace qtft::model

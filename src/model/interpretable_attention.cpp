@@ -62,9 +62,7 @@ void InterpretableMultiHeadAttentionImpl::enable_qat(const quant::QatSettings& s
   for (auto* dense : {&q_proj, &k_proj, &v_proj, &out_proj}) (*dense)->enable_qat(settings);
   if (probabilities_quant.is_empty()) {
     probabilities_quant = register_module(
-        "probabilities_quant", quant::ActivationFakeQuant(quant::ActivationFakeQuantOptions()
-                                                              .bits(settings.activation_bits)
-                                                              .averaging_constant(settings.averaging_constant)));
+        "probabilities_quant", quant::ActivationFakeQuant(settings.observer_options()));
   }
 }
 

@@ -96,9 +96,7 @@ void TemporalFusionTransformerImpl::enable_qat() {
   }
   temporal_attention->enable_qat(settings);
   auto observer = [&](const char* name) {
-    return register_module(name, quant::ActivationFakeQuant(quant::ActivationFakeQuantOptions()
-                                                                .bits(settings.activation_bits)
-                                                                .averaging_constant(settings.averaging_constant)));
+    return register_module(name, quant::ActivationFakeQuant(settings.observer_options()));
   };
   symbol_embedding_output_quant = observer("symbol_embedding_output_quant");
   lstm_encoder_output_quant = observer("lstm_encoder_output_quant");

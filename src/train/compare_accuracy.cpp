@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "qtft/common/error.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
 #include "qtft/train/evaluate.h"
@@ -17,7 +18,10 @@ namespace {
 ForecastMetrics train_best(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
                            const TrainOptions& options, c10::Device device, ProgressReporter& progress) {
   Trainer trainer(model, dataset, options, device);
-  trainer.fit(progress);
+  if (trainer.fit(progress).interrupted) {
+    // A comparison of half-trained models would mislead; there is no single run to resume.
+    throw Error("interrupted: the accuracy comparison stopped before it finished; nothing was saved");
+  }
   copy_weights_into(*model, trainer.best_weights(), "best weights");
   return evaluate_model(model, dataset, data::Split::Validation, options.eval_batch_size, device);
 }

@@ -45,7 +45,7 @@ void add_evaluate_command(CLI::App& app) {
                        {"val_mae", metrics.mae},
                        {"model", train::to_json(metrics)},
                        {"baseline_val_loss", baselines.best().loss},
-                       {"baselines", {{"zero", train::to_json(baselines.zero)}, {"empirical", train::to_json(baselines.empirical)}}}};
+                       {"baselines", train::to_json(baselines)}};
       io::write_file_atomically(flags->metrics_json, j.dump(2) + "\n");
     }
   });

@@ -57,22 +57,6 @@ void print_config(const model::TftOptions& m, const train::TrainOptions& t, int6
   }
 }
 
-// On --resume the saved options win (batch size, seed, schedule decide which batches come
-// next); only --epochs may grow, to train further.
-train::TrainOptions resumed_options(const nlohmann::json& saved, const train::TrainOptions& cli) {
-  train::TrainOptions o = cli;
-  o.batch_size = saved.at("batch_size").get<size_t>();
-  o.learning_rate = saved.at("learning_rate").get<double>();
-  o.weight_decay = saved.at("weight_decay").get<double>();
-  o.clip_norm = saved.at("clip_norm").get<double>();
-  o.schedule = train::parse_lr_schedule(saved.at("lr_schedule").get<std::string>());
-  o.patience = saved.at("patience").get<int64_t>();
-  o.seed = saved.at("seed").get<uint64_t>();
-  o.max_batches_per_epoch = saved.at("max_batches_per_epoch").get<int64_t>();
-  o.freeze_observers_after_epochs = saved.at("freeze_observers_after_epochs").get<int64_t>();
-  return o;
-}
-
 // Calibrates observers that have not seen data yet, prints their table, and freezes them
 // when asked: the first phase of the QAT workflow (or all of it, with --epochs 0 style runs).
 void prepare_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, const TrainFlags& f,
@@ -161,7 +145,8 @@ void run_train(TrainFlags& f) {
     std::cout << "Loaded " << f.load_model << " (its configuration, features and windows are kept)\n";
     if (f.resume) {
       if (!loaded->file.training) throw Error(f.load_model + ": holds no training state to --resume from");
-      f.train = resumed_options(loaded->file.training->config, f.train);
+      // The saved options decide which batches come next; only --epochs may grow.
+      f.train = train::train_options_from_json(loaded->file.training->config, f.train);
     }
   }
   auto dataset = loaded ? data::Dataset::build(bars, loaded->file.dataset, loaded->file.features)
@@ -235,7 +220,7 @@ void run_train(TrainFlags& f) {
                      {"val_p50", best.p50},
                      {"val_p90", best.p90},
                      {"baseline_val_loss", baseline},
-                     {"baselines", {{"zero", train::to_json(baselines.zero)}, {"empirical", train::to_json(baselines.empirical)}}},
+                     {"baselines", train::to_json(baselines)},
                      {"parameters", parameters},
                      {"train_seconds", result.train_seconds},
                      {"stopped_early", result.stopped_early}};

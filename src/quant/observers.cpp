@@ -27,6 +27,8 @@ std::string observer_name(const std::string& module_path) {
   return name;
 }
 
+bool is_observer_state(const std::string& path) { return path.find("_quant.") != std::string::npos; }
+
 std::vector<std::pair<std::string, ActivationFakeQuant>> find_observers(torch::nn::Module& module) {
   std::vector<std::pair<std::string, ActivationFakeQuant>> out;
   for (const auto& item : module.named_modules("", /*include_self=*/false)) {

@@ -1,5 +1,7 @@
 #include "qtft/train/baselines.h"
 
+#include <nlohmann/json.hpp>
+
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 
@@ -66,6 +68,10 @@ BaselineMetrics evaluate_baselines(const data::Dataset& dataset, data::Split spl
   out.zero = zero.result();
   out.empirical = empirical.result();
   return out;
+}
+
+nlohmann::json to_json(const BaselineMetrics& baselines) {
+  return {{"zero", to_json(baselines.zero)}, {"empirical", to_json(baselines.empirical)}};
 }
 
 }  // namespace qtft::train

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "qtft/common/error.h"
+#include "qtft/quant/observers.h"
 #include "qtft/data/feature_spec_json.h"
 #include "qtft/io/tensor_file.h"
 
@@ -144,7 +145,7 @@ void copy_weights_into(torch::nn::Module& module, const NamedTensors& weights, c
   for (auto& [name, target] : targets) {
     auto it = given.find(name);
     if (it == given.end()) {
-      if (observers_may_be_missing && name.find("_quant.") != std::string::npos) continue;
+      if (observers_may_be_missing && quant::is_observer_state(name)) continue;
       problems += "\n  missing: " + name;
       continue;
     }

@@ -5,6 +5,7 @@
 #include <torch/utils.h>
 
 #include "qtft/common/error.h"
+#include "qtft/quant/observers.h"
 
 namespace qtft::train {
 
@@ -38,7 +39,7 @@ void convert_to_qat(LoadedModel& loaded, int64_t weight_bits, int64_t activation
   // A QAT model at other bit widths keeps its weights but starts with fresh observers.
   NamedTensors weights;
   for (const auto& [name, t] : named_weights(*loaded.model)) {
-    if (name.find("_quant.") == std::string::npos) weights.emplace_back(name, t);
+    if (!quant::is_observer_state(name)) weights.emplace_back(name, t);
   }
   options.use_qat(true).weight_bits(weight_bits).activation_bits(activation_bits);
   options.validate();

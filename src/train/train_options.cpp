@@ -46,4 +46,21 @@ nlohmann::json to_json(const TrainOptions& o) {
           {"freeze_observers_after_epochs", o.freeze_observers_after_epochs}};
 }
 
+TrainOptions train_options_from_json(const nlohmann::json& json, TrainOptions o) {
+  try {
+    o.batch_size = json.at("batch_size").get<size_t>();
+    o.learning_rate = json.at("learning_rate").get<double>();
+    o.weight_decay = json.at("weight_decay").get<double>();
+    o.clip_norm = json.at("clip_norm").get<double>();
+    o.schedule = parse_lr_schedule(json.at("lr_schedule").get<std::string>());
+    o.patience = json.at("patience").get<int64_t>();
+    o.seed = json.at("seed").get<uint64_t>();
+    o.max_batches_per_epoch = json.at("max_batches_per_epoch").get<int64_t>();
+    o.freeze_observers_after_epochs = json.at("freeze_observers_after_epochs").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("model file: malformed training options: ") + e.what());
+  }
+  return o;
+}
+
 }  // namespace qtft::train

@@ -30,7 +30,7 @@ model::TftOptions qat_options(const data::Dataset& d, int64_t weight_bits = 8) {
 NamedTensors observer_buffers(torch::nn::Module& model) {
   NamedTensors out;
   for (const auto& [name, t] : clone_weights(model)) {
-    if (name.find("_quant.") != std::string::npos) out.emplace_back(name, t);
+    if (quant::is_observer_state(name)) out.emplace_back(name, t);
   }
   return out;
 }

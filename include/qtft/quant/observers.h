@@ -27,6 +27,10 @@ struct ObserverStats {
 // "temporal_attention.probabilities_quant" -> "temporal_attention.probabilities".
 std::string observer_name(const std::string& module_path);
 
+// Whether a parameter/buffer path belongs to an observer ("...output_quant.scale"): the
+// state an FP32 model lacks and a converted one starts fresh.
+bool is_observer_state(const std::string& path);
+
 // Every activation observer in the module tree, in registration order.
 std::vector<std::pair<std::string, ActivationFakeQuant>> find_observers(torch::nn::Module& module);
 std::vector<ObserverStats> observer_stats(torch::nn::Module& module);

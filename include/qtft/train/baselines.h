@@ -1,5 +1,7 @@
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstddef>
 #include <span>
 #include <string>
@@ -36,6 +38,9 @@ struct BaselineMetrics {
 
 // Scores both baselines on the windows of `split`, in order, `batch_size` windows at a time
 // through data::make_batch, exactly as an evaluation of the model would see them.
+// {"zero": metrics, "empirical": metrics}, as metrics files hold them.
+nlohmann::json to_json(const BaselineMetrics& baselines);
+
 BaselineMetrics evaluate_baselines(const data::Dataset& dataset, data::Split split,
                                    const std::vector<double>& quantiles, size_t batch_size = 1024);
 

@@ -31,5 +31,8 @@ struct TrainOptions {
 LrSchedule parse_lr_schedule(const std::string& name);  // none | plateau | cosine
 const char* lr_schedule_name(LrSchedule schedule);
 nlohmann::json to_json(const TrainOptions& options);
+// The inverse of to_json, for --resume: a run continues with the options it was saved with.
+// `epochs` is not read back: it may grow to train further.
+TrainOptions train_options_from_json(const nlohmann::json& json, TrainOptions base = {});
 
 }  // namespace qtft::train

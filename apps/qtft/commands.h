@@ -17,5 +17,6 @@ void add_evaluate_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
 void add_explain_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
+void add_memory_report_command(CLI::App& app);
 
 }  // namespace qtft::cli

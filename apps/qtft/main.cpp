@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   qtft::cli::add_predict_command(app);
   qtft::cli::add_explain_command(app);
   qtft::cli::add_quantize_command(app);
+  qtft::cli::add_memory_report_command(app);
   qtft::cli::add_diff_command(app);
   try {
     app.parse(argc, argv);

@@ -6,10 +6,13 @@
 #include <ATen/ops/stack.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cmath>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "qtft/memory/checkpoint.h"
 #include "qtft/quant/weight_fake_quant.h"
 
 namespace qtft::model {
@@ -103,26 +106,44 @@ void TemporalFusionTransformerImpl::enable_qat() {
   lstm_decoder_output_quant = observer("lstm_decoder_output_quant");
 }
 
+void TemporalFusionTransformerImpl::set_checkpoint_policy(memory::CheckpointPolicy policy) {
+  TORCH_CHECK(policy != memory::CheckpointPolicy::Auto,
+              "TemporalFusionTransformer: resolve the auto checkpoint policy (by measuring) before setting it");
+  checkpoint_policy_ = policy;
+}
+
 at::Tensor TemporalFusionTransformerImpl::embed_symbol(const at::Tensor& symbol) {
   if (!options_.use_qat()) return symbol_embedding(symbol);
   auto table = quant::fake_quantize_weight(symbol_embedding->weight, options_.weight_bits());
   return symbol_embedding_output_quant(at::embedding(table, symbol));
 }
 
-// nn::LSTM offers no hook on its weights, so under QAT the same kernel (at::lstm) runs with
-// fake-quantized input and recurrent matrices; biases stay in float, as int8 backends keep
-// them in 32 bits.
-std::tuple<at::Tensor, TemporalFusionTransformerImpl::LstmState> TemporalFusionTransformerImpl::run_lstm(
-    torch::nn::LSTM& lstm, quant::ActivationFakeQuant& output_quant, const at::Tensor& input, const LstmState& state) {
-  if (!options_.use_qat()) return lstm(input, state);
+std::vector<at::Tensor> TemporalFusionTransformerImpl::lstm_weights(torch::nn::LSTM& lstm) {
+  // nn::LSTM offers no hook on its weights, so the model runs its kernel (at::lstm) itself;
+  // under QAT with fake-quantized input and recurrent matrices. Biases stay in float, as
+  // int8 backends keep them in 32 bits.
   std::vector<at::Tensor> weights;
   for (const auto& w : lstm->all_weights()) {
-    weights.push_back(w.dim() == 2 ? quant::fake_quantize_weight(w, options_.weight_bits()) : w);
+    weights.push_back(options_.use_qat() && w.dim() == 2 ? quant::fake_quantize_weight(w, options_.weight_bits()) : w);
   }
+  return weights;
+}
+
+std::vector<at::Tensor> TemporalFusionTransformerImpl::lstm_step(const torch::nn::LSTM& lstm, const at::Tensor& input,
+                                                                 const at::Tensor& h, const at::Tensor& c,
+                                                                 at::TensorList weights) {
   const auto& lo = lstm->options;
-  auto [output, h, c] = at::lstm(input, {std::get<0>(state), std::get<1>(state)}, weights, lo.bias(), lo.num_layers(),
-                                 lo.dropout(), is_training(), lo.bidirectional(), lo.batch_first());
-  return {output_quant(output), {h, c}};
+  auto [output, h_out, c_out] = at::lstm(input, {h, c}, weights, lo.bias(), lo.num_layers(), lo.dropout(),
+                                         is_training(), lo.bidirectional(), lo.batch_first());
+  return {output, h_out, c_out};
+}
+
+int64_t TemporalFusionTransformerImpl::encoder_chunk_length() const {
+  // About sqrt(L) chunks of about sqrt(L) steps: the recompute of one chunk then holds as
+  // much as the chunk boundaries together, the least peak for this kind of split.
+  const auto l = options_.encoder_length();
+  auto chunk = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(l))));
+  return std::max<int64_t>(1, chunk);
 }
 
 TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, const at::Tensor& known,
@@ -147,39 +168,105 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
                 o.num_symbols(), "), got values in [", lo, ", ", hi, "]");
   }
 
+  // The forward is a chain of blocks with fixed boundaries (memory::run_segment); the
+  // policy only chooses which of them are recomputed in the backward pass instead of kept,
+  // so every policy computes bitwise the same step.
+  using memory::CheckpointPolicy;
+  using Tensors = std::vector<at::Tensor>;
+  const bool blocks = checkpoint_policy_ != CheckpointPolicy::None;
+  const bool encoder_chunks = checkpoint_policy_ == CheckpointPolicy::Lstm;
+  // Segment functions run again in the backward pass, long after this frame is gone: they
+  // capture the model and plain values, never references to locals.
+  auto block = [](const char* name, bool checkpointed, const Tensors& inputs, const memory::SegmentFunction& fn) {
+    return memory::run_segment(name, fn, inputs, checkpointed);
+  };
+
   // Static covariate encoders (section 4.3): one static embedding, four contexts.
-  auto [static_embedding, static_weights] = static_vsn(embed_symbol(symbol).unsqueeze(1));
-  const at::Tensor context_selection = static_context_variable_selection(static_embedding);
-  const at::Tensor context_enrichment = static_context_enrichment(static_embedding);
-  const at::Tensor state_h = static_context_state_h(static_embedding).unsqueeze(0).repeat({o.lstm_layers(), 1, 1});
-  const at::Tensor state_c = static_context_state_c(static_embedding).unsqueeze(0).repeat({o.lstm_layers(), 1, 1});
+  const Tensors statics = block("static_covariates", blocks, {symbol}, [this](const Tensors& in) {
+    auto [static_embedding, static_weights] = static_vsn(embed_symbol(in[0]).unsqueeze(1));
+    return Tensors{static_weights, static_context_variable_selection(static_embedding),
+                   static_context_enrichment(static_embedding), static_context_state_h(static_embedding),
+                   static_context_state_c(static_embedding)};
+  });
+  const at::Tensor& context_selection = statics[1];
+  const at::Tensor& context_enrichment = statics[2];
+  const at::Tensor state_h = statics[3].unsqueeze(0).repeat({o.lstm_layers(), 1, 1});
+  const at::Tensor state_c = statics[4].unsqueeze(0).repeat({o.lstm_layers(), 1, 1});
 
-  // Past inputs are observed then known (the order of encoder_weights); future inputs are known.
-  std::vector<at::Tensor> past = embed_columns(observed_embeddings, observed);
-  std::vector<at::Tensor> future;
-  for (const at::Tensor& k : embed_columns(known_embeddings, known)) {
-    past.push_back(k.narrow(1, 0, l));
-    future.push_back(k.narrow(1, l, h));
-  }
-  auto [encoder_selected, encoder_weights] = encoder_vsn(at::stack(past, -2), context_selection);
-  auto [decoder_selected, decoder_weights] = decoder_vsn(at::stack(future, -2), context_selection);
+  // Past inputs are observed then known (the order of encoder_weights); future inputs are
+  // known. Each known input is embedded once over encoder and decoder together.
+  const Tensors embedded = block("input_embeddings", blocks, {observed, known}, [this, l, h](const Tensors& in) {
+    Tensors past = embed_columns(observed_embeddings, in[0]);
+    Tensors future;
+    for (const at::Tensor& k : embed_columns(known_embeddings, in[1])) {
+      past.push_back(k.narrow(1, 0, l));
+      future.push_back(k.narrow(1, l, h));
+    }
+    return Tensors{at::stack(past, -2), at::stack(future, -2)};
+  });
+  const Tensors encoder_selection = block("encoder_selection", blocks, {embedded[0], context_selection},
+                                          [this](const Tensors& in) {
+                                            auto [selected, weights] = encoder_vsn(in[0], in[1]);
+                                            return Tensors{selected, weights};
+                                          });
+  const Tensors decoder_selection = block("decoder_selection", blocks, {embedded[1], context_selection},
+                                          [this](const Tensors& in) {
+                                            auto [selected, weights] = decoder_vsn(in[0], in[1]);
+                                            return Tensors{selected, weights};
+                                          });
 
-  // Sequence-to-sequence layer: the decoder continues from the encoder's final state.
-  auto [encoder_lstm, encoder_state] =
-      run_lstm(lstm_encoder, lstm_encoder_output_quant, encoder_selected, std::make_tuple(state_h, state_c));
-  auto decoder_lstm = std::get<0>(run_lstm(lstm_decoder, lstm_decoder_output_quant, decoder_selected, encoder_state));
-  const at::Tensor temporal =
-      post_lstm_gate(at::cat({encoder_lstm, decoder_lstm}, 1), at::cat({encoder_selected, decoder_selected}, 1));
+  // Sequence-to-sequence layer: the decoder continues from the encoder's final state. The
+  // encoder runs in time chunks, each its own segment, so that the lstm policy can keep one
+  // chunk's activations at a time; the others run the same chunks inside one block.
+  const Tensors encoder = block(
+      "lstm_encoder", blocks && !encoder_chunks, {encoder_selection[0], state_h, state_c},
+      [this, l, encoder_chunks, block](const Tensors& in) {
+        const Tensors weights = lstm_weights(lstm_encoder);
+        const int64_t chunk = encoder_chunk_length();
+        Tensors outputs;
+        at::Tensor h_t = in[1], c_t = in[2];
+        for (int64_t start = 0; start < l; start += chunk) {
+          Tensors chunk_inputs{in[0].narrow(1, start, std::min(chunk, l - start)), h_t, c_t};
+          chunk_inputs.insert(chunk_inputs.end(), weights.begin(), weights.end());
+          Tensors r = block("lstm_encoder_chunk", encoder_chunks, chunk_inputs, [this](const Tensors& x) {
+            return lstm_step(lstm_encoder, x[0], x[1], x[2], at::TensorList(x).slice(3));
+          });
+          outputs.push_back(r[0]);
+          h_t = r[1];
+          c_t = r[2];
+        }
+        at::Tensor output = at::cat(outputs, 1);
+        if (options_.use_qat()) output = lstm_encoder_output_quant(output);
+        return Tensors{output, h_t, c_t};
+      });
+  const Tensors decoder = block("lstm_decoder", blocks, {decoder_selection[0], encoder[1], encoder[2]},
+                                [this](const Tensors& in) {
+                                  at::Tensor output = lstm_step(lstm_decoder, in[0], in[1], in[2], lstm_weights(lstm_decoder))[0];
+                                  if (options_.use_qat()) output = lstm_decoder_output_quant(output);
+                                  return Tensors{output};
+                                });
 
-  const at::Tensor enriched = static_enrichment(temporal, context_enrichment);
-  const at::Tensor enriched_decoder = enriched.narrow(1, l, h);
-  auto [attended, attention] =
-      temporal_attention(enriched_decoder, enriched, enriched, decoder_causal_mask(l, h, enriched.device()));
+  // Gated skip over the LSTM, then static enrichment. The decoder part of the gate's output
+  // is kept (copied) for the last skip connection instead of the whole sequence.
+  const Tensors enrichment = block(
+      "static_enrichment", blocks,
+      {encoder[0], decoder[0], encoder_selection[0], decoder_selection[0], context_enrichment}, [this, l, h](const Tensors& in) {
+        const at::Tensor temporal = post_lstm_gate(at::cat({in[0], in[1]}, 1), at::cat({in[2], in[3]}, 1));
+        return Tensors{static_enrichment(temporal, in[4]), temporal.narrow(1, l, h).contiguous()};
+      });
 
-  at::Tensor x = post_attention_gate(attended, enriched_decoder);
-  x = positionwise_grn(x);
-  x = pre_output_gate(x, temporal.narrow(1, l, h));
-  return {quantile_outputs(x), static_weights, encoder_weights, decoder_weights, attention};
+  const Tensors attention = block("attention", blocks, {enrichment[0]}, [this, l, h](const Tensors& in) {
+    const at::Tensor& enriched = in[0];
+    const at::Tensor enriched_decoder = enriched.narrow(1, l, h);
+    auto [attended, weights] =
+        temporal_attention(enriched_decoder, enriched, enriched, decoder_causal_mask(l, h, enriched.device()));
+    return Tensors{post_attention_gate(attended, enriched_decoder), weights};
+  });
+
+  const Tensors quantiles = block("output", blocks, {attention[0], enrichment[1]}, [this](const Tensors& in) {
+    return Tensors{quantile_outputs(pre_output_gate(positionwise_grn(in[0]), in[1]))};
+  });
+  return {quantiles[0], statics[0], encoder_selection[1], decoder_selection[1], attention[1]};
 }
 
 }  // namespace qtft::model

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "qtft/common/error.h"
+#include "qtft/memory/recompute_context.h"
 
 namespace qtft::quant {
 namespace {
@@ -48,7 +49,23 @@ ActivationFakeQuantImpl::ActivationFakeQuantImpl(ActivationFakeQuantOptions opti
 
 at::Tensor ActivationFakeQuantImpl::forward(const at::Tensor& x) {
   check_input(x);
-  if (is_training() && !is_frozen()) return observe(x);
+  if (is_training() && !is_frozen()) {
+    // Under checkpointing a segment runs twice per step; the observer must update once and
+    // both runs must quantize with the parameters of that update (recompute_context.h).
+    switch (memory::current_segment_pass()) {
+      case memory::SegmentPass::Plain:
+        return observe(x);
+      case memory::SegmentPass::Recording: {
+        at::Tensor out = observe(x);
+        memory::current_tape()->record(this, {scale_.clone(), zero_point_.clone()});
+        return out;
+      }
+      case memory::SegmentPass::Replaying: {
+        const auto& recorded = memory::current_tape()->next(this, "an activation observer");
+        return fake_quantize_with(x, recorded[0], recorded[1]);
+      }
+    }
+  }
   if (samples() == 0) return x;
   return fake_quantize_with(x, scale_, zero_point_);
 }

@@ -1,7 +1,6 @@
 #include "qtft/train/trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
 
 #include <chrono>
@@ -16,7 +15,7 @@
 #include "qtft/quant/observers.h"
 #include "qtft/train/evaluate.h"
 #include "qtft/train/interrupt.h"
-#include "qtft/train/quantile_loss.h"
+#include "qtft/train/train_step.h"
 
 namespace qtft::train {
 namespace {
@@ -110,12 +109,7 @@ NamedTensors Trainer::best_weights() const { return best_weights_; }
 
 double Trainer::train_step(const std::vector<size_t>& indices) {
   auto batch = data::make_batch(dataset_, data::Split::Train, indices);
-  auto out = model_->forward(batch.observed.to(device_), batch.known.to(device_), batch.symbol.to(device_));
-  auto loss = quantile_loss(out.quantiles, batch.target.to(device_), model_->options().quantiles());
-  optimizer_->zero_grad();
-  loss.backward();
-  if (options_.clip_norm > 0) torch::nn::utils::clip_grad_norm_(model_->parameters(), options_.clip_norm);
-  optimizer_->step();
+  at::Tensor loss = training_step(model_, *optimizer_, batch, options_.clip_norm, device_);
   ++state_.global_step;
   return loss.item<double>();
 }

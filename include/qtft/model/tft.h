@@ -11,8 +11,9 @@
 #include "qtft/model/gated_residual_network.h"
 #include "qtft/model/interpretable_attention.h"
 #include "qtft/model/quantile_output.h"
-#include <tuple>
+#include <vector>
 
+#include "qtft/memory/checkpoint_policy.h"
 #include "qtft/model/tft_options.h"
 #include "qtft/quant/activation_observer.h"
 #include "qtft/model/variable_selection_network.h"
@@ -52,6 +53,12 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
 
   const TftOptions& options() const { return options_; }
 
+  // What the backward pass recomputes instead of keeping (None, Blocks or Lstm; Auto is
+  // resolved by the trainer). A runtime setting, not part of the options or the model
+  // file: every policy computes bitwise the same forward, gradients and observer updates.
+  void set_checkpoint_policy(memory::CheckpointPolicy policy);
+  memory::CheckpointPolicy checkpoint_policy() const { return checkpoint_policy_; }
+
   torch::nn::ModuleList observed_embeddings{nullptr};
   torch::nn::ModuleList known_embeddings{nullptr};
   torch::nn::Embedding symbol_embedding{nullptr};
@@ -78,13 +85,18 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
   quant::ActivationFakeQuant lstm_decoder_output_quant{nullptr};
 
  private:
-  using LstmState = std::tuple<at::Tensor, at::Tensor>;
   void enable_qat();
   at::Tensor embed_symbol(const at::Tensor& symbol);
-  std::tuple<at::Tensor, LstmState> run_lstm(torch::nn::LSTM& lstm, quant::ActivationFakeQuant& output_quant,
-                                             const at::Tensor& input, const LstmState& state);
+  // The LSTM's weights as its kernel takes them (fake-quantized matrices under QAT).
+  std::vector<at::Tensor> lstm_weights(torch::nn::LSTM& lstm);
+  // at::lstm over `input` from state (h, c): {output, h, c}.
+  std::vector<at::Tensor> lstm_step(const torch::nn::LSTM& lstm, const at::Tensor& input, const at::Tensor& h,
+                                    const at::Tensor& c, at::TensorList weights);
+  // Steps per time chunk of the encoder LSTM.
+  int64_t encoder_chunk_length() const;
 
   TftOptions options_;
+  memory::CheckpointPolicy checkpoint_policy_ = memory::CheckpointPolicy::None;
 };
 TORCH_MODULE(TemporalFusionTransformer);
 

@@ -37,6 +37,9 @@ struct ActivationFakeQuantOptions {
 // forward(x):
 //   training, not frozen  observe x, then fake-quantize it with the updated parameters
 //   frozen, or eval mode  fake-quantize with the stored parameters; no state changes
+//   under checkpointing   the segment's first forward observes and records the parameters it
+//                         used; its recompute replays them per call and changes nothing, so
+//                         the observer updates once per step (see memory/recompute_context.h)
 //   never observed        x is returned unchanged (in any mode): there are no parameters
 //                         yet, and ATen would invent scale 0.1 and zero point 0, which
 //                         silently clips every negative value to 0.

@@ -1,0 +1,114 @@
+// Memory of one QAT training step (live observers) under each checkpoint policy, against
+// no checkpointing, measured in the same run for the TFT paper's electricity-sized
+// configuration and a small one. Prints the configuration and a table per configuration,
+// and writes JSON.
+//   build/bench/memory_report_bench [--config paper|small|all] [--threads N] [--timed-steps 3]
+//                                   [--device cpu|cuda|auto] [--json-out out.json]
+#include <ATen/Parallel.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "qtft/data/batch.h"
+#include "qtft/data/batch_order.h"
+#include "qtft/data/synthetic.h"
+#include "qtft/io/atomic_file.h"
+#include "qtft/memory/memory_tracker.h"
+#include "qtft/train/model_io.h"
+#include "qtft/train/step_memory.h"
+
+namespace {
+
+using qtft::memory::CheckpointPolicy;
+
+struct Config {
+  const char* name;
+  int64_t encoder, horizon, hidden, heads, batch;
+};
+
+nlohmann::json measure(const Config& c, int timed_steps, c10::Device device) {
+  qtft::data::SyntheticOptions synthetic;  // the embedded data set
+  auto bars = qtft::data::generate_synthetic_bars(synthetic);
+  qtft::data::DatasetOptions dopts;
+  dopts.encoder_length = c.encoder;
+  dopts.horizon = c.horizon;
+  auto dataset = qtft::data::Dataset::build(bars, dopts);
+  qtft::model::TftOptions options(static_cast<int64_t>(dataset.num_observed()),
+                                  static_cast<int64_t>(dataset.num_known()),
+                                  static_cast<int64_t>(dataset.spec().symbols.size()), c.encoder, c.horizon);
+  options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(true);  // observers live: never frozen here
+  qtft::train::TrainOptions train;
+  train.batch_size = static_cast<size_t>(c.batch);
+  train.seed = 1;
+  qtft::data::BatchOrder order(dataset.num_windows(qtft::data::Split::Train), train.batch_size, train.seed, true);
+  auto first = order.epoch_order(0);
+  std::vector<size_t> ids(first.begin(), first.begin() + c.batch);
+  auto batch = qtft::data::make_batch(dataset, qtft::data::Split::Train, ids);
+  const int64_t parameters = qtft::train::count_parameters(*qtft::model::TemporalFusionTransformer(options));
+
+  std::printf("\n%s: encoder %lld, horizon %lld, hidden %lld, heads %lld, batch %lld, %lld parameters, QAT 8/8-bit "
+              "live observers, device %s\n",
+              c.name, static_cast<long long>(c.encoder), static_cast<long long>(c.horizon),
+              static_cast<long long>(c.hidden), static_cast<long long>(c.heads), static_cast<long long>(c.batch),
+              static_cast<long long>(parameters), device.str().c_str());
+  std::fflush(stdout);
+  auto step = [&](CheckpointPolicy policy) {
+    return qtft::train::measure_training_step(options, train.seed, batch, train, policy, device, timed_steps);
+  };
+  // One `none` measurement is the without column of every policy's report.
+  const auto none = step(CheckpointPolicy::None);
+  nlohmann::json policies = nlohmann::json::object();
+  for (auto policy : {CheckpointPolicy::Blocks, CheckpointPolicy::Lstm}) {
+    qtft::train::MemoryReport report{policy, none, step(policy)};
+    std::printf("\n%s", qtft::train::format_memory_report(report).c_str());
+    std::fflush(stdout);
+    auto j = qtft::train::to_json(report);
+    j.erase("without");  // the shared `none` column, stored once
+    policies[qtft::memory::checkpoint_policy_name(policy)] = j;
+  }
+  return {{"config", c.name},           {"encoder_length", c.encoder}, {"horizon", c.horizon},
+          {"hidden_size", c.hidden},    {"attention_heads", c.heads},  {"batch_size", c.batch},
+          {"parameters", parameters},   {"use_qat", true},             {"observers_frozen", false},
+          {"none", qtft::train::to_json(none)}, {"policies", policies}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Training-step memory under each checkpoint policy, with QAT"};
+  std::string config = "all", device_name = "auto", json_path;
+  int threads = 0, timed_steps = 3;
+  app.add_option("--config", config, "paper, small or all")
+      ->check(CLI::IsMember({"paper", "small", "all"}))
+      ->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads (0: LibTorch default)")->capture_default_str();
+  app.add_option("--timed-steps", timed_steps, "Timed steps per policy (the median is reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--device", device_name, "cpu, cuda or auto")->capture_default_str();
+  app.add_option("--json-out", json_path, "Write the figures as JSON");
+  CLI11_PARSE(app, argc, argv);
+  qtft::memory::install_cpu_memory_tracking();  // before any tensor, so every one is seen
+  if (threads > 0) at::set_num_threads(threads);
+  auto device = qtft::train::resolve_device(device_name);
+
+  const Config configs[] = {{"paper", 168, 24, 160, 4, 64}, {"small", 64, 8, 64, 4, 64}};
+  std::printf("device %s, %d CPU threads, step time: median of %d steps after a warm-up and a measured step\n",
+              device.str().c_str(), at::get_num_threads(), timed_steps);
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& c : configs) {
+    if (config != "all" && config != c.name) continue;
+    results.push_back(measure(c, timed_steps, device));
+  }
+  nlohmann::json j{{"device", device.str()},
+                   {"threads", at::get_num_threads()},
+                   {"timed_steps", timed_steps},
+                   {"results", results}};
+  if (!json_path.empty()) {
+    qtft::io::write_file_atomically(json_path, j.dump(2) + "\n");
+    std::printf("\nwrote %s\n", json_path.c_str());
+  }
+  return 0;
+}

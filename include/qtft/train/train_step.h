@@ -1,0 +1,21 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "qtft/data/batch.h"
+#include "qtft/model/tft.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace qtft::train {
+
+// One optimizer step on a batch, exactly as the trainer takes it: forward, quantile loss,
+// zero_grad, backward, clipping by global norm (clip_norm 0: none), optimizer step.
+// Returns the loss (detached, on `device`).
+at::Tensor training_step(model::TemporalFusionTransformer& model, torch::optim::Optimizer& optimizer,
+                         const data::Batch& batch, double clip_norm, c10::Device device);
+
+}  // namespace qtft::train

@@ -7,8 +7,13 @@
 #include "commands.h"
 #include "exit_code.h"
 #include "qtft/common/error.h"
+#include "qtft/memory/memory_tracker.h"
 
 int main(int argc, char** argv) {
+  // Before any tensor exists: memory figures (epoch lines, memory-report) count what the
+  // tracking allocator handed out, and oneDNN frees through whichever CPU allocator is
+  // installed at the time, so it must not change under live buffers.
+  qtft::memory::install_cpu_memory_tracking();
   CLI::App app{"qtft: Temporal Fusion Transformer forecasting with quantization-aware training", "qtft"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "qtft 0.1.0");

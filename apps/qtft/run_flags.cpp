@@ -70,6 +70,35 @@ void add_training_flags(CLI::App& cmd, train::TrainOptions& o, std::string& lr_s
       ->capture_default_str();
 }
 
+void add_checkpoint_flags(CLI::App& cmd, CheckpointFlags& f) {
+  cmd.add_flag("--use-gradient-checkpointing", f.use,
+               "Recompute activations in the backward pass instead of keeping them: less memory, the same "
+               "numbers bit for bit (QAT observers live or frozen)");
+  cmd.add_option("--checkpoint-policy", f.policy,
+                 "With --use-gradient-checkpointing: blocks (each TFT block), lstm (blocks, and the encoder LSTM "
+                 "per time chunk) or auto (measure, then the least recomputation that fits --memory-budget)")
+      ->capture_default_str();
+  cmd.add_option("--memory-budget", f.memory_budget, "With --checkpoint-policy auto: the step's peak to fit, e.g. 4GiB");
+}
+
+void CheckpointFlags::apply_to(train::TrainOptions& options) const {
+  const auto policy_value = memory::parse_checkpoint_policy(policy);
+  if (!use) {
+    if (policy != "blocks" || !memory_budget.empty()) {
+      throw UsageError("--checkpoint-policy and --memory-budget need --use-gradient-checkpointing");
+    }
+    options.checkpoint_policy = memory::CheckpointPolicy::None;
+    options.memory_budget_bytes = 0;
+    return;
+  }
+  if (policy_value == memory::CheckpointPolicy::None) {
+    throw UsageError("--checkpoint-policy none contradicts --use-gradient-checkpointing; drop one of them");
+  }
+  options.checkpoint_policy = policy_value;
+  options.memory_budget_bytes = memory_budget.empty() ? 0 : memory::parse_byte_size(memory_budget, "--memory-budget");
+  options.validate();
+}
+
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
 
 }  // namespace qtft::cli

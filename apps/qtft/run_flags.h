@@ -42,7 +42,17 @@ struct QatFlags {
   bool compare_accuracy = false;
 };
 
+// Activation checkpointing, with the flag users of the earlier tool know.
+struct CheckpointFlags {
+  bool use = false;
+  std::string policy = "blocks";
+  std::string memory_budget;
+  // Checks the combination and sets the training options' policy and budget.
+  void apply_to(train::TrainOptions& options) const;
+};
+
 void add_model_flags(CLI::App& cmd, ModelFlags& flags);
+void add_checkpoint_flags(CLI::App& cmd, CheckpointFlags& flags);
 void add_qat_flags(CLI::App& cmd, QatFlags& flags);
 void add_runtime_flags(CLI::App& cmd, RuntimeFlags& flags);
 void add_training_flags(CLI::App& cmd, train::TrainOptions& options, std::string& lr_schedule);

@@ -11,6 +11,7 @@
 #include "data_flags.h"
 #include "exit_code.h"
 #include "qtft/common/error.h"
+#include "qtft/common/format.h"
 #include "qtft/data/dataset_summary.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/quant/observers.h"
@@ -29,6 +30,7 @@ struct TrainFlags {
   DataFlags data;
   ModelFlags model;
   QatFlags qat;
+  CheckpointFlags checkpointing;
   RuntimeFlags runtime;
   train::TrainOptions train;
   std::string lr_schedule = "plateau";
@@ -49,6 +51,12 @@ void print_config(const model::TftOptions& m, const train::TrainOptions& t, int6
               static_cast<long long>(t.epochs), t.batch_size, t.learning_rate, t.weight_decay, t.clip_norm,
               train::lr_schedule_name(t.schedule), static_cast<long long>(t.patience),
               static_cast<unsigned long long>(t.seed), device.str().c_str());
+  if (t.checkpoint_policy != memory::CheckpointPolicy::None) {
+    std::printf("Activation checkpointing: %s%s\n", memory::checkpoint_policy_name(t.checkpoint_policy),
+                t.checkpoint_policy == memory::CheckpointPolicy::Auto
+                    ? (" (the least recomputation whose step fits " + format_bytes(static_cast<uint64_t>(t.memory_budget_bytes)) + ")").c_str()
+                    : " (the same numbers as without, bit for bit; less memory, more time)");
+  }
   if (m.use_qat()) {
     std::printf("QAT: weights %lld-bit per channel (symmetric), activations %lld-bit per tensor (moving-average "
                 "observers, constant %g)\n",
@@ -117,6 +125,7 @@ void run_train(TrainFlags& f) {
   finish_data_flags(f.data);
   f.runtime.apply();
   f.train.schedule = train::parse_lr_schedule(f.lr_schedule);
+  f.checkpointing.apply_to(f.train);
   if (f.qat.two_phase) {
     f.qat.use_qat = true;
     if (f.qat.live_epochs < 1 || f.qat.live_epochs >= f.train.epochs) {
@@ -237,6 +246,7 @@ void add_train_command(CLI::App& app) {
   add_window_flags(*cmd, flags->data);
   add_model_flags(*cmd, flags->model);
   add_qat_flags(*cmd, flags->qat);
+  add_checkpoint_flags(*cmd, flags->checkpointing);
   add_training_flags(*cmd, flags->train, flags->lr_schedule);
   add_runtime_flags(*cmd, flags->runtime);
   cmd->add_option("--save-model", flags->save_model, "Write the best model and training state (.safetensors)");

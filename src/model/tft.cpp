@@ -3,7 +3,6 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/lstm.h>
-#include <ATen/ops/stack.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -34,16 +33,6 @@ torch::nn::ModuleList real_embeddings(int64_t count, int64_t hidden_size) {
   torch::nn::ModuleList list;
   for (int64_t i = 0; i < count; ++i) list->push_back(Dense(1, hidden_size));
   return list;
-}
-
-// Embeds each column of x [B, T, n] with its own Dense(1 -> hidden): n tensors [B, T, hidden].
-std::vector<at::Tensor> embed_columns(torch::nn::ModuleList& embeddings, const at::Tensor& x) {
-  std::vector<at::Tensor> out;
-  out.reserve(embeddings->size());
-  for (size_t i = 0; i < embeddings->size(); ++i) {
-    out.push_back(embeddings->at<DenseImpl>(i).forward(x.narrow(-1, static_cast<int64_t>(i), 1)));
-  }
-  return out;
 }
 
 }  // namespace
@@ -194,32 +183,28 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
   const at::Tensor state_c = statics[4].unsqueeze(0).repeat({o.lstm_layers(), 1, 1});
 
   // Past inputs are observed then known (the order of encoder_weights); future inputs are
-  // known. Each known input is embedded once over encoder and decoder together.
-  const Tensors embedded = block("input_embeddings", blocks, {observed, known}, [this, l, h](const Tensors& in) {
-    Tensors past = embed_columns(observed_embeddings, in[0]);
-    Tensors future;
-    for (const at::Tensor& k : embed_columns(known_embeddings, in[1])) {
-      past.push_back(k.narrow(1, 0, l));
-      future.push_back(k.narrow(1, l, h));
-    }
-    return Tensors{at::stack(past, -2), at::stack(future, -2)};
-  });
-  const Tensors encoder_selection = block("encoder_selection", blocks, {embedded[0], context_selection},
-                                          [this](const Tensors& in) {
-                                            auto [selected, weights] = encoder_vsn(in[0], in[1]);
-                                            return Tensors{selected, weights};
-                                          });
-  const Tensors decoder_selection = block("decoder_selection", blocks, {embedded[1], context_selection},
-                                          [this](const Tensors& in) {
-                                            auto [selected, weights] = decoder_vsn(in[0], in[1]);
-                                            return Tensors{selected, weights};
-                                          });
+  // known. Each input is embedded by its own segment, each known one once over encoder and
+  // decoder together; the selection networks take them one by one.
+  auto embed = [&](torch::nn::ModuleList& embeddings, const at::Tensor& x, size_t i) {
+    DenseImpl* layer = &embeddings->at<DenseImpl>(i);
+    return block("input_embedding", blocks, {x.narrow(-1, static_cast<int64_t>(i), 1)},
+                 [layer](const Tensors& in) { return Tensors{layer->forward(in[0])}; })[0];
+  };
+  Tensors past, future;
+  for (size_t i = 0; i < observed_embeddings->size(); ++i) past.push_back(embed(observed_embeddings, observed, i));
+  for (size_t i = 0; i < known_embeddings->size(); ++i) {
+    const at::Tensor k = embed(known_embeddings, known, i);
+    past.push_back(k.narrow(1, 0, l));
+    future.push_back(k.narrow(1, l, h));
+  }
+  const auto encoder_selection = encoder_vsn->forward_variables(past, context_selection, blocks);
+  const auto decoder_selection = decoder_vsn->forward_variables(future, context_selection, blocks);
 
   // Sequence-to-sequence layer: the decoder continues from the encoder's final state. The
   // encoder runs in time chunks, each its own segment, so that the lstm policy can keep one
   // chunk's activations at a time; the others run the same chunks inside one block.
   const Tensors encoder = block(
-      "lstm_encoder", blocks && !encoder_chunks, {encoder_selection[0], state_h, state_c},
+      "lstm_encoder", blocks && !encoder_chunks, {encoder_selection.output, state_h, state_c},
       [this, l, encoder_chunks, block](const Tensors& in) {
         const Tensors weights = lstm_weights(lstm_encoder);
         const int64_t chunk = encoder_chunk_length();
@@ -239,23 +224,24 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
         if (options_.use_qat()) output = lstm_encoder_output_quant(output);
         return Tensors{output, h_t, c_t};
       });
-  const Tensors decoder = block("lstm_decoder", blocks, {decoder_selection[0], encoder[1], encoder[2]},
+  const Tensors decoder = block("lstm_decoder", blocks, {decoder_selection.output, encoder[1], encoder[2]},
                                 [this](const Tensors& in) {
                                   at::Tensor output = lstm_step(lstm_decoder, in[0], in[1], in[2], lstm_weights(lstm_decoder))[0];
                                   if (options_.use_qat()) output = lstm_decoder_output_quant(output);
                                   return Tensors{output};
                                 });
 
-  // Gated skip over the LSTM, then static enrichment. The decoder part of the gate's output
-  // is kept (copied) for the last skip connection instead of the whole sequence.
-  const Tensors enrichment = block(
-      "static_enrichment", blocks,
-      {encoder[0], decoder[0], encoder_selection[0], decoder_selection[0], context_enrichment}, [this, l, h](const Tensors& in) {
-        const at::Tensor temporal = post_lstm_gate(at::cat({in[0], in[1]}, 1), at::cat({in[2], in[3]}, 1));
-        return Tensors{static_enrichment(temporal, in[4]), temporal.narrow(1, l, h).contiguous()};
-      });
+  // Gated skip over the LSTM, then static enrichment: two segments over the whole sequence.
+  const at::Tensor temporal = block("post_lstm_gate", blocks,
+                                    {encoder[0], decoder[0], encoder_selection.output, decoder_selection.output},
+                                    [this](const Tensors& in) {
+                                      return Tensors{post_lstm_gate(at::cat({in[0], in[1]}, 1), at::cat({in[2], in[3]}, 1))};
+                                    })[0];
+  const at::Tensor enriched = block("static_enrichment", blocks, {temporal, context_enrichment}, [this](const Tensors& in) {
+    return Tensors{static_enrichment(in[0], in[1])};
+  })[0];
 
-  const Tensors attention = block("attention", blocks, {enrichment[0]}, [this, l, h](const Tensors& in) {
+  const Tensors attention = block("attention", blocks, {enriched}, [this, l, h](const Tensors& in) {
     const at::Tensor& enriched = in[0];
     const at::Tensor enriched_decoder = enriched.narrow(1, l, h);
     auto [attended, weights] =
@@ -263,10 +249,10 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
     return Tensors{post_attention_gate(attended, enriched_decoder), weights};
   });
 
-  const Tensors quantiles = block("output", blocks, {attention[0], enrichment[1]}, [this](const Tensors& in) {
+  const Tensors quantiles = block("output", blocks, {attention[0], temporal.narrow(1, l, h)}, [this](const Tensors& in) {
     return Tensors{quantile_outputs(pre_output_gate(positionwise_grn(in[0]), in[1]))};
   });
-  return {quantiles[0], statics[0], encoder_selection[1], decoder_selection[1], attention[1]};
+  return {quantiles[0], statics[0], encoder_selection.weights, decoder_selection.weights, attention[1]};
 }
 
 }  // namespace qtft::model

@@ -2,10 +2,12 @@
 
 #include <ATen/ops/ones.h>
 #include <ATen/ops/softmax.h>
-#include <ATen/ops/stack.h>
+#include <ATen/ops/cat.h>
 #include <c10/util/Exception.h>
 
 #include <vector>
+
+#include "qtft/memory/checkpoint.h"
 
 namespace qtft::model {
 
@@ -33,21 +35,49 @@ VariableSelectionOutput VariableSelectionNetworkImpl::forward(const at::Tensor& 
   TORCH_CHECK(inputs.dim() >= 2 && inputs.size(-2) == o.num_inputs() && inputs.size(-1) == o.hidden_size(),
               "VariableSelectionNetwork: expected inputs [..., ", o.num_inputs(), ", ", o.hidden_size(),
               "], got shape ", inputs.sizes());
+  return forward_variables(inputs.unbind(-2), context, /*checkpointed=*/false);
+}
 
-  std::vector<at::Tensor> processed;
-  processed.reserve(static_cast<size_t>(o.num_inputs()));
-  for (int64_t i = 0; i < o.num_inputs(); ++i) {
-    processed.push_back(variable_grns->at<GatedResidualNetworkImpl>(static_cast<size_t>(i)).forward(inputs.select(-2, i)));
+VariableSelectionOutput VariableSelectionNetworkImpl::forward_variables(const std::vector<at::Tensor>& inputs,
+                                                                        const at::Tensor& context, bool checkpointed) {
+  const auto& o = options_;
+  const auto n = static_cast<size_t>(o.num_inputs());
+  TORCH_CHECK(inputs.size() == n, "VariableSelectionNetwork: expected ", n, " inputs, got ", inputs.size());
+  for (const at::Tensor& x : inputs) {
+    TORCH_CHECK(x.dim() >= 1 && x.size(-1) == o.hidden_size() && x.sizes() == inputs.front().sizes(),
+                "VariableSelectionNetwork: expected inputs [..., ", o.hidden_size(), "] of one shape, got ",
+                x.sizes(), " and ", inputs.front().sizes());
   }
+  using Tensors = std::vector<at::Tensor>;
   if (!flattened_grn) {
     // One input: the context could only steer a choice there is not, so it is not used.
-    auto weight_sizes = inputs.sizes().vec();
-    weight_sizes.pop_back();  // [..., 1]
-    return {processed.front(), at::ones(weight_sizes, inputs.options())};
+    const Tensors processed = memory::run_segment("variable_selection", [this](const Tensors& in) {
+      return Tensors{variable_grns->at<GatedResidualNetworkImpl>(0).forward(in[0])};
+    }, {inputs.front()}, checkpointed);
+    auto weight_sizes = inputs.front().sizes().vec();
+    weight_sizes.back() = 1;  // [..., 1]
+    return {processed.front(), at::ones(weight_sizes, inputs.front().options())};
   }
-  const at::Tensor weights = at::softmax(flattened_grn(inputs.flatten(-2), context), -1);
-  const at::Tensor stacked = at::stack(processed, -2);  // [..., n, hidden]
-  return {(stacked * weights.unsqueeze(-1)).sum(-2), weights};
+
+  // Each segment runs one GRN over one variable (or the selector over their concatenation),
+  // so a recompute holds a single GRN's activations; the weighted sum is accumulated
+  // segment by segment, and the processed inputs are never all held at once.
+  Tensors selector_inputs = inputs;
+  const bool has_context = context.defined();
+  if (has_context) selector_inputs.push_back(context);
+  const at::Tensor weights = memory::run_segment("selection_weights", [this, n, has_context](const Tensors& in) {
+    const at::Tensor flattened = at::cat(at::TensorList(in).slice(0, n), -1);
+    return Tensors{at::softmax(flattened_grn(flattened, has_context ? in[n] : at::Tensor()), -1)};
+  }, selector_inputs, checkpointed)[0];
+  at::Tensor selected;
+  for (size_t i = 0; i < n; ++i) {
+    const at::Tensor weighted = memory::run_segment("selected_variable", [this, i](const Tensors& in) {
+      const auto v = static_cast<int64_t>(i);
+      return Tensors{variable_grns->at<GatedResidualNetworkImpl>(i).forward(in[0]) * in[1].narrow(-1, v, 1)};
+    }, {inputs[i], weights}, checkpointed)[0];
+    selected = i == 0 ? weighted : selected + weighted;
+  }
+  return {selected, weights};
 }
 
 }  // namespace qtft::model

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "qtft/common/format.h"
+
 namespace qtft::train {
 namespace {
 
@@ -50,6 +52,12 @@ class ConsoleProgress : public ProgressReporter {
     std::fflush(out_);
   }
 
+  void note(const std::string& line) override {
+    if (terminal_) std::fprintf(out_, "\r\033[K");
+    std::fprintf(out_, "%s\n", line.c_str());
+    std::fflush(out_);
+  }
+
  private:
   std::FILE* out_;
   bool terminal_;
@@ -59,15 +67,33 @@ class ConsoleProgress : public ProgressReporter {
 
 }  // namespace
 
+namespace {
+
+// "2.8GiB": one token, so the epoch line stays easy to split.
+std::string compact_bytes(int64_t bytes) {
+  std::string text = format_bytes(static_cast<uint64_t>(bytes));
+  text.erase(std::remove(text.begin(), text.end(), ' '), text.end());
+  return text;
+}
+
+}  // namespace
+
 std::string format_epoch_line(const EpochSummary& s) {
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "epoch %lld/%lld  train_loss %.5f  val_loss %.5f  val_rmse %.5f  val_mae %.5f  P50 %.4f  P90 %.4f  "
-                "lr %.2e  %.1fs  %.0f samples/s%s",
+                "lr %.2e  %.1fs  %.0f samples/s",
                 static_cast<long long>(s.epoch), static_cast<long long>(s.epochs), s.train_loss, s.val.loss, s.val.rmse,
-                s.val.mae, s.val.p50, s.val.p90, s.learning_rate, s.seconds, s.samples_per_second,
-                s.improved ? "  *best" : "");
-  return buf;
+                s.val.mae, s.val.p50, s.val.p90, s.learning_rate, s.seconds, s.samples_per_second);
+  std::string line = buf;
+  if (s.peak_memory_bytes >= 0) {
+    line += "  peak_mem=" + compact_bytes(s.peak_memory_bytes);
+    if (s.peak_memory_without_checkpointing_bytes >= 0) {
+      line += " (was " + compact_bytes(s.peak_memory_without_checkpointing_bytes) + ")";
+    }
+  }
+  if (s.improved) line += "  *best";
+  return line;
 }
 
 std::unique_ptr<ProgressReporter> make_console_progress(std::FILE* out, bool terminal) {

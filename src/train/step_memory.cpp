@@ -101,8 +101,11 @@ double percent(int64_t part, int64_t whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
 
+// format_bytes for a difference that may be negative (a policy that costs memory).
 std::string signed_bytes(int64_t bytes) {
-  return bytes < 0 ? "-" + format_bytes(static_cast<uint64_t>(-bytes)) : format_bytes(static_cast<uint64_t>(bytes));
+  std::string text = bytes < 0 ? "-" : "";
+  text += format_bytes(static_cast<uint64_t>(bytes < 0 ? -bytes : bytes));
+  return text;
 }
 
 std::string format_seconds(double s) {

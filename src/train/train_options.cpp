@@ -15,6 +15,12 @@ void TrainOptions::validate() const {
   if (patience < 0) throw UsageError("--patience must not be negative");
   if (freeze_observers_after_epochs < 0) throw UsageError("--qat-live-epochs must not be negative");
   if (!(plateau_factor > 0 && plateau_factor < 1)) throw UsageError("the plateau factor must be in (0, 1)");
+  if (checkpoint_policy == memory::CheckpointPolicy::Auto && memory_budget_bytes <= 0) {
+    throw UsageError("--checkpoint-policy auto needs --memory-budget SIZE (such as 4GiB): the peak to fit in");
+  }
+  if (checkpoint_policy != memory::CheckpointPolicy::Auto && memory_budget_bytes > 0) {
+    throw UsageError("--memory-budget is only used by --checkpoint-policy auto");
+  }
 }
 
 LrSchedule parse_lr_schedule(const std::string& name) {
@@ -43,7 +49,9 @@ nlohmann::json to_json(const TrainOptions& o) {
           {"patience", o.patience},
           {"seed", o.seed},
           {"max_batches_per_epoch", o.max_batches_per_epoch},
-          {"freeze_observers_after_epochs", o.freeze_observers_after_epochs}};
+          {"freeze_observers_after_epochs", o.freeze_observers_after_epochs},
+          {"checkpoint_policy", memory::checkpoint_policy_name(o.checkpoint_policy)},
+          {"memory_budget_bytes", o.memory_budget_bytes}};
 }
 
 TrainOptions train_options_from_json(const nlohmann::json& json, TrainOptions o) {

@@ -15,6 +15,9 @@
 #include "qtft/quant/observers.h"
 #include "qtft/train/evaluate.h"
 #include "qtft/train/interrupt.h"
+#include "qtft/memory/memory_tracker.h"
+#include "qtft/train/checkpoint_choice.h"
+#include "qtft/train/step_memory.h"
 #include "qtft/train/train_step.h"
 
 namespace qtft::train {
@@ -35,8 +38,27 @@ nlohmann::json epoch_json(const EpochSummary& s) {
           {"learning_rate", s.learning_rate},
           {"seconds", s.seconds},
           {"samples_per_second", s.samples_per_second},
-          {"improved", s.improved}};
+          {"improved", s.improved},
+          {"peak_memory_bytes", s.peak_memory_bytes}};
 }
+
+// TODO(step_memory): share with measure_training_step's rows.
+int64_t training_state_bytes(torch::nn::Module& model, torch::optim::Adam& optimizer) {
+  int64_t bytes = 0;
+  for (const auto& p : model.parameters()) {
+    bytes += static_cast<int64_t>(p.nbytes());
+    if (p.grad().defined()) bytes += static_cast<int64_t>(p.grad().nbytes());
+  }
+  for (const auto& b : model.buffers()) bytes += static_cast<int64_t>(b.nbytes());
+  for (const auto& [key, state] : optimizer.state()) {
+    const auto& st = static_cast<const torch::optim::AdamParamState&>(*state);
+    bytes += static_cast<int64_t>(st.exp_avg().nbytes() + st.exp_avg_sq().nbytes());
+    if (st.max_exp_avg_sq().defined()) bytes += static_cast<int64_t>(st.max_exp_avg_sq().nbytes());
+  }
+  return bytes;
+}
+
+bool memory_tracked(c10::Device device) { return device.is_cuda() || memory::cpu_memory_tracking_installed(); }
 
 }  // namespace
 
@@ -51,9 +73,28 @@ Trainer::Trainer(model::TemporalFusionTransformer model, const data::Dataset& da
   state_.learning_rate = options_.learning_rate;
   state_.config = to_json(options_);
   best_weights_ = clone_weights(*model_);
+  if (options_.checkpoint_policy != memory::CheckpointPolicy::Auto) {
+    model_->set_checkpoint_policy(options_.checkpoint_policy);
+    checkpoint_policy_chosen_ = true;
+  }
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::choose_checkpoint_policy(ProgressReporter& progress) {
+  if (checkpoint_policy_chosen_) return;
+  // Measured on the batch the run starts with; the measurement puts the random state back.
+  const size_t windows = dataset_.num_windows(data::Split::Train);
+  const auto order = data::BatchOrder(windows, options_.batch_size, options_.seed, true).epoch_order(0);
+  const std::vector<size_t> first(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(std::min(windows, options_.batch_size)));
+  const auto batch = data::make_batch(dataset_, data::Split::Train, first);
+  const CheckpointChoice choice = train::choose_checkpoint_policy(model_->options(), options_.seed, batch, options_,
+                                                                  device_, options_.memory_budget_bytes);
+  model_->set_checkpoint_policy(choice.policy);
+  if (choice.policy != memory::CheckpointPolicy::None) peak_without_checkpointing_ = choice.peak_without_checkpointing();
+  checkpoint_policy_chosen_ = true;
+  progress.note(choice.summary(options_.memory_budget_bytes));
+}
 
 void Trainer::set_learning_rate(double lr) {
   for (auto& group : optimizer_->param_groups()) {
@@ -108,10 +149,24 @@ TrainingState Trainer::state() const {
 NamedTensors Trainer::best_weights() const { return best_weights_; }
 
 double Trainer::train_step(const std::vector<size_t>& indices) {
+  const bool tracked = memory_tracked(device_);
+  int64_t held_before = 0, state_before = 0;
+  if (tracked) {
+    // The step's own footprint: what its state held before it began plus how far the
+    // step rose above everything held then (other tensors of the process do not count).
+    held_before = memory::memory_stats(device_).current_bytes;
+    state_before = training_state_bytes(*model_, *optimizer_);
+    memory::reset_peak(device_);
+  }
   auto batch = data::make_batch(dataset_, data::Split::Train, indices);
   at::Tensor loss = training_step(model_, *optimizer_, batch, options_.clip_norm, device_);
+  const double value = loss.item<double>();  // waits for the step on CUDA
+  if (tracked) {
+    const int64_t step_peak = memory::memory_stats(device_).peak_bytes - held_before + state_before;
+    epoch_peak_memory_ = std::max(epoch_peak_memory_, step_peak);
+  }
   ++state_.global_step;
-  return loss.item<double>();
+  return value;
 }
 
 void Trainer::end_epoch(EpochSummary& s) {
@@ -160,12 +215,14 @@ TrainResult Trainer::fit(ProgressReporter& progress) {
   if (options_.max_batches_per_epoch > 0) {
     batches = std::min(batches, static_cast<size_t>(options_.max_batches_per_epoch));
   }
+  choose_checkpoint_policy(progress);
   model_->train();
   while (state_.epochs_completed < options_.epochs && !state_.finished) {
     const int64_t epoch = state_.epochs_completed + 1;
     auto epoch_order = order.epoch_order(epoch - 1);
     progress.epoch_started(epoch, options_.epochs, batches);
     auto epoch_start = Clock::now();
+    epoch_peak_memory_ = -1;
     int64_t samples_this_run = 0;
     const auto start_batch = static_cast<size_t>(state_.batches_done_in_epoch);
     for (size_t b = start_batch; b < batches; ++b) {
@@ -200,6 +257,8 @@ TrainResult Trainer::fit(ProgressReporter& progress) {
     summary.seconds = seconds_since(epoch_start);
     summary.samples_per_second = static_cast<double>(samples_this_run) / std::max(summary.seconds, 1e-9);
     summary.learning_rate = state_.learning_rate;  // the rate this epoch ran with
+    summary.peak_memory_bytes = epoch_peak_memory_;
+    summary.peak_memory_without_checkpointing_bytes = peak_without_checkpointing_;
     end_epoch(summary);
     progress.epoch_finished(summary);
     model_->train();

@@ -7,6 +7,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "qtft/model/gated_residual_network.h"
 
@@ -40,6 +41,12 @@ class VariableSelectionNetworkImpl : public torch::nn::Module {
   // inputs: [..., num_inputs, hidden], e.g. [B, T, n, hidden] over time or [B, n, hidden]
   // for static inputs. context: as for GatedResidualNetwork::forward (e.g. [B, C]).
   VariableSelectionOutput forward(const at::Tensor& inputs, const at::Tensor& context = {});
+
+  // The same on the embedded inputs one by one (each [..., hidden]), as segment
+  // boundaries (memory/checkpoint.h): the selector and each variable's GRN are separate
+  // segments, checkpointed when `checkpointed`. Either way the result is bitwise the same.
+  VariableSelectionOutput forward_variables(const std::vector<at::Tensor>& inputs, const at::Tensor& context,
+                                            bool checkpointed);
 
   const VariableSelectionNetworkOptions& options() const { return options_; }
 

@@ -18,6 +18,12 @@ struct EpochSummary {
   double seconds = 0.0;
   double samples_per_second = 0.0;
   bool improved = false;
+  // The highest memory one training step of the epoch held (weights, gradients, optimizer
+  // state, observers, the batch and activations), measured; -1 when not tracked (CPU without
+  // memory::install_cpu_memory_tracking). The second figure is the step without
+  // checkpointing, when it was measured (--checkpoint-policy auto), else -1.
+  int64_t peak_memory_bytes = -1;
+  int64_t peak_memory_without_checkpointing_bytes = -1;
 };
 
 // Where the trainer reports what it is doing. The console reporter draws a live bar on a
@@ -29,6 +35,8 @@ class ProgressReporter {
   virtual void batch_done(size_t /*done*/, size_t /*total*/, double /*loss*/, double /*samples_per_s*/,
                           double /*eta_s*/) {}
   virtual void epoch_finished(const EpochSummary& /*summary*/) {}
+  // A line about the run worth telling the user (such as the checkpoint policy chosen).
+  virtual void note(const std::string& /*line*/) {}
 };
 
 std::unique_ptr<ProgressReporter> make_console_progress(std::FILE* out, bool terminal);

@@ -5,6 +5,8 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
+#include "qtft/memory/checkpoint_policy.h"
+
 namespace qtft::train {
 
 enum class LrSchedule { None, Plateau, Cosine };
@@ -24,6 +26,12 @@ struct TrainOptions {
   int64_t max_batches_per_epoch = 0;  // 0 = all; a cap for quick runs and benchmarks
   // QAT two-phase recipe: freeze every observer after this many epochs (0: never).
   int64_t freeze_observers_after_epochs = 0;
+  // Activation checkpointing (--use-gradient-checkpointing, --checkpoint-policy): what the
+  // backward pass recomputes. It changes memory and time, never the numbers. Auto measures
+  // one step per policy before training and takes the least recomputation whose peak fits
+  // memory_budget_bytes.
+  memory::CheckpointPolicy checkpoint_policy = memory::CheckpointPolicy::None;
+  int64_t memory_budget_bytes = 0;  // only with Auto
 
   void validate() const;  // throws UsageError naming the flag
 };
@@ -32,7 +40,8 @@ LrSchedule parse_lr_schedule(const std::string& name);  // none | plateau | cosi
 const char* lr_schedule_name(LrSchedule schedule);
 nlohmann::json to_json(const TrainOptions& options);
 // The inverse of to_json, for --resume: a run continues with the options it was saved with.
-// `epochs` is not read back: it may grow to train further.
+// `epochs` is not read back: it may grow to train further; nor is checkpointing, which
+// belongs to the machine a run continues on, not to the run.
 TrainOptions train_options_from_json(const nlohmann::json& json, TrainOptions base = {});
 
 }  // namespace qtft::train

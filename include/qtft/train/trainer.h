@@ -30,6 +30,9 @@ struct TrainResult {
 // reduce-on-plateau or cosine learning-rate schedule, and early stopping that keeps the
 // best epoch's weights. On the CPU, the same seed gives bit-identical losses and weights;
 // an interrupted run resumed from its checkpoint continues exactly as if never stopped.
+// Activation checkpointing (options.checkpoint_policy) changes memory and time only. Each
+// epoch reports the highest memory a step held when it is tracked (on CUDA, or on the CPU
+// after memory::install_cpu_memory_tracking).
 class Trainer {
  public:
   Trainer(model::TemporalFusionTransformer model, const data::Dataset& dataset, TrainOptions options,
@@ -50,6 +53,8 @@ class Trainer {
 
  private:
   double train_step(const std::vector<size_t>& indices);
+  // --checkpoint-policy auto: measures and sets the policy (once per trainer).
+  void choose_checkpoint_policy(ProgressReporter& progress);
   void end_epoch(EpochSummary& summary);
   void set_learning_rate(double lr);
 
@@ -60,6 +65,9 @@ class Trainer {
   std::unique_ptr<torch::optim::Adam> optimizer_;
   TrainingState state_;
   NamedTensors best_weights_;
+  bool checkpoint_policy_chosen_ = false;
+  int64_t peak_without_checkpointing_ = -1;  // measured by the auto policy
+  int64_t epoch_peak_memory_ = -1;           // this epoch's highest step peak, -1 untracked
 };
 
 }  // namespace qtft::train

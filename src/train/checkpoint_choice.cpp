@@ -10,9 +10,12 @@ std::string measured_list(const CheckpointChoice& choice) {
   std::string text;
   for (const auto& [policy, step] : choice.measured) {
     if (!text.empty()) text += ", ";
-    text += policy == memory::CheckpointPolicy::None ? std::string("without checkpointing")
-                                                      : std::string("with ") + memory::checkpoint_policy_name(policy);
-    text += " " + format_bytes(static_cast<uint64_t>(step.total_peak_bytes));
+    if (policy == memory::CheckpointPolicy::None) {
+      text += "without checkpointing";
+    } else {
+      text.append("with ").append(memory::checkpoint_policy_name(policy));
+    }
+    text.append(" ").append(format_bytes(static_cast<uint64_t>(step.total_peak_bytes)));
   }
   return text;
 }
@@ -29,7 +32,7 @@ CheckpointChoice choose_checkpoint_policy(const model::TftOptions& options, uint
   using memory::CheckpointPolicy;
   CheckpointChoice choice;
   for (CheckpointPolicy policy : {CheckpointPolicy::None, CheckpointPolicy::Blocks, CheckpointPolicy::Lstm}) {
-    const StepMemory step = measure_training_step(options, seed, batch, train, policy, device, /*timed_steps=*/1);
+    const StepMemory step = measure_training_step(options, seed, batch, train, policy, device, /*timed_steps=*/0);
     choice.measured.emplace_back(policy, step);
     if (step.total_peak_bytes <= budget_bytes) {
       choice.policy = policy;

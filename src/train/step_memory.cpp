@@ -54,43 +54,6 @@ data::Batch batch_on(const data::Batch& batch, c10::Device device) {
   return {place(batch.observed), place(batch.known), place(batch.symbol), place(batch.target), batch.windows};
 }
 
-int64_t parameter_bytes(torch::nn::Module& model) {
-  int64_t n = 0;
-  for (const auto& p : model.parameters()) n += static_cast<int64_t>(p.nbytes());
-  return n;
-}
-
-int64_t gradient_bytes(torch::nn::Module& model) {
-  int64_t n = 0;
-  for (const auto& p : model.parameters()) {
-    if (p.grad().defined()) n += static_cast<int64_t>(p.grad().nbytes());
-  }
-  return n;
-}
-
-int64_t adam_state_bytes(torch::optim::Adam& adam) {
-  int64_t n = 0;
-  auto add = [&](const at::Tensor& t) {
-    if (t.defined()) n += static_cast<int64_t>(t.nbytes());
-  };
-  for (const auto& [key, state] : adam.state()) {
-    const auto& s = static_cast<const torch::optim::AdamParamState&>(*state);
-    add(s.exp_avg());
-    add(s.exp_avg_sq());
-    add(s.max_exp_avg_sq());
-  }
-  return n;
-}
-
-int64_t observer_buffer_bytes(torch::nn::Module& model) {
-  int64_t n = 0;
-  for (const auto& m : model.modules()) {
-    if (dynamic_cast<quant::ActivationFakeQuantImpl*>(m.get()) == nullptr) continue;
-    for (const auto& b : m->buffers(/*recurse=*/false)) n += static_cast<int64_t>(b.nbytes());
-  }
-  return n;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t m = v.size() / 2;
@@ -120,13 +83,56 @@ std::string format_seconds(double s) {
 
 }  // namespace
 
+int64_t parameter_bytes(torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += static_cast<int64_t>(p.nbytes());
+  return n;
+}
+
+int64_t gradient_bytes(torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) {
+    if (p.grad().defined()) n += static_cast<int64_t>(p.grad().nbytes());
+  }
+  return n;
+}
+
+int64_t adam_state_bytes(torch::optim::Adam& adam) {
+  int64_t n = 0;
+  auto add = [&](const at::Tensor& t) {
+    if (t.defined()) n += static_cast<int64_t>(t.nbytes());
+  };
+  for (const auto& [key, state] : adam.state()) {
+    const auto& s = static_cast<const torch::optim::AdamParamState&>(*state);
+    add(s.exp_avg());
+    add(s.exp_avg_sq());
+    add(s.max_exp_avg_sq());
+  }
+  return n;
+}
+
+int64_t observer_bytes(torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& m : model.modules()) {
+    if (dynamic_cast<quant::ActivationFakeQuantImpl*>(m.get()) == nullptr) continue;
+    for (const auto& b : m->buffers(/*recurse=*/false)) n += static_cast<int64_t>(b.nbytes());
+  }
+  return n;
+}
+
+int64_t training_state_bytes(torch::nn::Module& model, torch::optim::Adam& adam) {
+  int64_t buffers = 0;
+  for (const auto& b : model.buffers()) buffers += static_cast<int64_t>(b.nbytes());
+  return parameter_bytes(model) + gradient_bytes(model) + buffers + adam_state_bytes(adam);
+}
+
 StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed, const data::Batch& batch,
                                  const TrainOptions& train, memory::CheckpointPolicy policy, c10::Device device,
                                  int timed_steps) {
   if (policy == memory::CheckpointPolicy::Auto) {
     throw UsageError("measure_training_step: the checkpoint policy 'auto' must be resolved to none, blocks or lstm first");
   }
-  if (timed_steps < 1) throw UsageError("--timed-steps must be at least 1, got " + std::to_string(timed_steps));
+  if (timed_steps < 0) throw UsageError("--timed-steps must not be negative, got " + std::to_string(timed_steps));
   memory::install_cpu_memory_tracking();
   RandomStateGuard keep_random_state;
 
@@ -145,14 +151,16 @@ StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed
 
   const int64_t baseline = current_bytes(device);
   memory::reset_peak(device);
+  const auto measured_start = std::chrono::steady_clock::now();
   training_step(model, adam, on_device, train.clip_norm, device);
   synchronize(device);
+  const double measured_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - measured_start).count();
   const int64_t peak = memory::memory_stats(device).peak_bytes;
 
   r.weights_bytes = parameter_bytes(*model);
   r.gradients_bytes = gradient_bytes(*model);
   r.optimizer_bytes = adam_state_bytes(adam);
-  r.observer_bytes = observer_buffer_bytes(*model);
+  r.observer_bytes = observer_bytes(*model);
   r.activation_peak_bytes = peak - baseline;
   r.total_peak_bytes = peak - before_model;
 
@@ -164,7 +172,7 @@ StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed
     synchronize(device);
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  r.step_seconds = median(std::move(seconds));
+  r.step_seconds = seconds.empty() ? measured_seconds : median(std::move(seconds));
   return r;
 }
 

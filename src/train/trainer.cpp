@@ -42,22 +42,6 @@ nlohmann::json epoch_json(const EpochSummary& s) {
           {"peak_memory_bytes", s.peak_memory_bytes}};
 }
 
-// TODO(step_memory): share with measure_training_step's rows.
-int64_t training_state_bytes(torch::nn::Module& model, torch::optim::Adam& optimizer) {
-  int64_t bytes = 0;
-  for (const auto& p : model.parameters()) {
-    bytes += static_cast<int64_t>(p.nbytes());
-    if (p.grad().defined()) bytes += static_cast<int64_t>(p.grad().nbytes());
-  }
-  for (const auto& b : model.buffers()) bytes += static_cast<int64_t>(b.nbytes());
-  for (const auto& [key, state] : optimizer.state()) {
-    const auto& st = static_cast<const torch::optim::AdamParamState&>(*state);
-    bytes += static_cast<int64_t>(st.exp_avg().nbytes() + st.exp_avg_sq().nbytes());
-    if (st.max_exp_avg_sq().defined()) bytes += static_cast<int64_t>(st.max_exp_avg_sq().nbytes());
-  }
-  return bytes;
-}
-
 bool memory_tracked(c10::Device device) { return device.is_cuda() || memory::cpu_memory_tracking_installed(); }
 
 }  // namespace

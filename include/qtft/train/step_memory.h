@@ -11,6 +11,13 @@
 #include "qtft/model/tft_options.h"
 #include "qtft/train/train_options.h"
 
+namespace torch::nn {
+class Module;
+}
+namespace torch::optim {
+class Adam;
+}
+
 namespace qtft::train {
 
 // One measured training step of a fresh model, in bytes of tensors on the step's device as
@@ -31,14 +38,23 @@ struct StepMemory {
   double step_seconds = 0.0;          // median wall time of the timed steps
 };
 
+// Bytes of tensors as held now, summed over the tensors themselves (no allocator needed).
+int64_t parameter_bytes(torch::nn::Module& model);
+int64_t gradient_bytes(torch::nn::Module& model);  // defined gradients only
+int64_t adam_state_bytes(torch::optim::Adam& adam);
+int64_t observer_bytes(torch::nn::Module& model);  // buffers of the QAT activation observers
+// What a training step keeps between steps: parameters, gradients, all buffers, Adam's state.
+int64_t training_state_bytes(torch::nn::Module& model, torch::optim::Adam& adam);
+
 // Builds a fresh model with build_model(options, seed) and `policy` on `device`, takes one
 // warm-up training_step on `batch` (which allocates gradients, Adam's state and one-off
-// caches), then measures the next step's memory, then times `timed_steps` more steps.
+// caches), then measures the next step's memory, then times `timed_steps` more steps (0:
+// step_seconds is the measured step's own time).
 // Adam is built as the trainer builds it (train.learning_rate, train.weight_decay), steps
 // clip at train.clip_norm. The global CPU (and CUDA) random state is put back at the end,
 // so the caller's random stream is unchanged. Installs CPU memory tracking if needed: only
 // tensors allocated after that count, so measure before holding large CPU tensors.
-// Throws UsageError for CheckpointPolicy::Auto (resolve it first) or timed_steps < 1.
+// Throws UsageError for CheckpointPolicy::Auto (resolve it first) or timed_steps < 0.
 StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed, const data::Batch& batch,
                                  const TrainOptions& train, memory::CheckpointPolicy policy, c10::Device device,
                                  int timed_steps = 3);

@@ -64,10 +64,12 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     for (const at::Tensor& t : in) state->input_requires_grad.push_back(t.requires_grad());
     std::vector<at::Tensor> outputs;
     {
-      // With gradient on, as the plain forward runs: some kernels take another path without
-      // it (LibTorch's CPU LSTM gives different bits), and the recompute runs with it. The
-      // graph this builds is dropped with the segment's intermediates when fn returns;
-      // only the detached outputs leave.
+      // With gradient on, as the plain forward runs: kernels may take another path without
+      // it (LibTorch's CPU LSTM gives other bits) or when their inputs do not require
+      // gradient (matmul folds them differently), and the recompute runs with it. The graph
+      // this builds is dropped with the segment's intermediates when fn returns; only the
+      // detached outputs leave. It costs allocation time, not memory: the recompute holds
+      // as much.
       at::AutoGradMode grad_on(true);
       SegmentPassScope scope(SegmentPass::Recording, &state->tape);
       outputs = state->fn(in);

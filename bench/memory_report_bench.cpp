@@ -12,12 +12,12 @@
 #include <string>
 
 #include "qtft/data/batch.h"
-#include "qtft/data/batch_order.h"
 #include "qtft/data/synthetic.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/train/model_io.h"
 #include "qtft/train/step_memory.h"
+#include "qtft/train/train_step.h"
 
 namespace {
 
@@ -35,17 +35,12 @@ nlohmann::json measure(const Config& c, int timed_steps, c10::Device device) {
   dopts.encoder_length = c.encoder;
   dopts.horizon = c.horizon;
   auto dataset = qtft::data::Dataset::build(bars, dopts);
-  qtft::model::TftOptions options(static_cast<int64_t>(dataset.num_observed()),
-                                  static_cast<int64_t>(dataset.num_known()),
-                                  static_cast<int64_t>(dataset.spec().symbols.size()), c.encoder, c.horizon);
+  qtft::model::TftOptions options = qtft::train::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(true);  // observers live: never frozen here
   qtft::train::TrainOptions train;
   train.batch_size = static_cast<size_t>(c.batch);
   train.seed = 1;
-  qtft::data::BatchOrder order(dataset.num_windows(qtft::data::Split::Train), train.batch_size, train.seed, true);
-  auto first = order.epoch_order(0);
-  std::vector<size_t> ids(first.begin(), first.begin() + c.batch);
-  auto batch = qtft::data::make_batch(dataset, qtft::data::Split::Train, ids);
+  auto batch = qtft::train::first_training_batch(dataset, train);
   const int64_t parameters = qtft::train::count_parameters(*qtft::model::TemporalFusionTransformer(options));
 
   std::printf("\n%s: encoder %lld, horizon %lld, hidden %lld, heads %lld, batch %lld, %lld parameters, QAT 8/8-bit "

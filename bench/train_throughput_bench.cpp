@@ -37,9 +37,7 @@ nlohmann::json measure(const Config& c, int steps, c10::Device device) {
   dopts.encoder_length = c.encoder;
   dopts.horizon = c.horizon;
   auto dataset = qtft::data::Dataset::build(bars, dopts);
-  qtft::model::TftOptions options(static_cast<int64_t>(dataset.num_observed()),
-                                  static_cast<int64_t>(dataset.num_known()),
-                                  static_cast<int64_t>(dataset.spec().symbols.size()), c.encoder, c.horizon);
+  qtft::model::TftOptions options = qtft::train::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads);
   auto model = qtft::train::build_model(options, 1);
   model->to(device);

@@ -17,6 +17,7 @@
 #include "qtft/memory/checkpoint_policy.h"
 #include "qtft/train/model_io.h"
 #include "qtft/train/step_memory.h"
+#include "qtft/train/train_step.h"
 #include "run_flags.h"
 
 namespace qtft::cli {
@@ -44,16 +45,6 @@ memory::CheckpointPolicy policy_to_compare(const std::string& name) {
 }
 
 // The first batch of epoch 1, in the shuffled order the trainer visits with this seed.
-data::Batch first_training_batch(const data::Dataset& dataset, const train::TrainOptions& t) {
-  const size_t windows = dataset.num_windows(data::Split::Train);
-  if (windows == 0) throw Error("the training split has no windows to measure a step on");
-  data::BatchOrder order(windows, t.batch_size, t.seed, true);
-  auto epoch_order = order.epoch_order(0);
-  std::vector<size_t> indices(epoch_order.begin(),
-                              epoch_order.begin() + static_cast<std::ptrdiff_t>(std::min(t.batch_size, windows)));
-  return data::make_batch(dataset, data::Split::Train, indices);
-}
-
 nlohmann::json config_json(const model::TftOptions& m, int64_t batch, int64_t parameters, c10::Device device,
                            int timed_steps, const std::string& data) {
   return {{"encoder_length", m.encoder_length()}, {"horizon", m.horizon()},
@@ -80,13 +71,11 @@ void run_memory_report(MemoryReportFlags& f) {
   }
   auto bars = data::load_bars(source);
   auto dataset = data::Dataset::build(bars, f.data.dataset);
-  model::TftOptions options(static_cast<int64_t>(dataset.num_observed()), static_cast<int64_t>(dataset.num_known()),
-                            static_cast<int64_t>(dataset.spec().symbols.size()), dataset.options().encoder_length,
-                            dataset.options().horizon);
+  model::TftOptions options = train::model_options_for(dataset);
   f.model.apply_to(options);
   options.use_qat(f.qat.use_qat).weight_bits(f.qat.weight_bits).activation_bits(f.qat.activation_bits);
   options.validate();
-  auto batch = first_training_batch(dataset, f.train);
+  auto batch = train::first_training_batch(dataset, f.train);
   const int64_t parameters = train::count_parameters(*model::TemporalFusionTransformer(options));
   auto config = config_json(options, batch.size(), parameters, device, f.timed_steps, data::describe_source(source));
 

@@ -92,9 +92,7 @@ void run_compare_accuracy(const TrainFlags& f) {
   }
   auto bars = data::load_bars(source);
   auto dataset = data::Dataset::build(bars, f.data.dataset);
-  model::TftOptions options(static_cast<int64_t>(dataset.num_observed()), static_cast<int64_t>(dataset.num_known()),
-                            static_cast<int64_t>(dataset.spec().symbols.size()), dataset.options().encoder_length,
-                            dataset.options().horizon);
+  model::TftOptions options = train::model_options_for(dataset);
   f.model.apply_to(options);
   train::CompareOptions compare{options, f.train, f.qat.weight_bits, f.qat.activation_bits,
                                 f.qat.calibration_batches, f.qat.live_epochs, device};
@@ -165,9 +163,7 @@ void run_train(TrainFlags& f) {
   if (loaded && f.qat.use_qat && !f.resume) train::convert_to_qat(*loaded, f.qat.weight_bits, f.qat.activation_bits, device);
   auto model = [&] {
     if (loaded) return loaded->model;
-    model::TftOptions options(static_cast<int64_t>(dataset.num_observed()), static_cast<int64_t>(dataset.num_known()),
-                              static_cast<int64_t>(dataset.spec().symbols.size()), dataset.options().encoder_length,
-                              dataset.options().horizon);
+    model::TftOptions options = train::model_options_for(dataset);
     f.model.apply_to(options);
     options.use_qat(f.qat.use_qat).weight_bits(f.qat.weight_bits).activation_bits(f.qat.activation_bits);
     return train::build_model(options, f.train.seed);

@@ -49,6 +49,12 @@ void convert_to_qat(LoadedModel& loaded, int64_t weight_bits, int64_t activation
   loaded.model = model;
 }
 
+model::TftOptions model_options_for(const data::Dataset& dataset) {
+  return model::TftOptions(static_cast<int64_t>(dataset.num_observed()), static_cast<int64_t>(dataset.num_known()),
+                           static_cast<int64_t>(dataset.spec().symbols.size()), dataset.options().encoder_length,
+                           dataset.options().horizon);
+}
+
 int64_t count_parameters(const torch::nn::Module& module) {
   int64_t n = 0;
   for (const auto& p : module.parameters()) n += p.numel();

@@ -3,9 +3,23 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
+#include <vector>
+
+#include "qtft/common/error.h"
+#include "qtft/data/batch_order.h"
 #include "qtft/train/quantile_loss.h"
 
 namespace qtft::train {
+
+data::Batch first_training_batch(const data::Dataset& dataset, const TrainOptions& options) {
+  const size_t windows = dataset.num_windows(data::Split::Train);
+  if (windows == 0) throw Error("the training split has no windows");
+  const auto order = data::BatchOrder(windows, options.batch_size, options.seed, true).epoch_order(0);
+  const std::vector<size_t> first(order.begin(),
+                                  order.begin() + static_cast<std::ptrdiff_t>(std::min(windows, options.batch_size)));
+  return data::make_batch(dataset, data::Split::Train, first);
+}
 
 at::Tensor training_step(model::TemporalFusionTransformer& model, torch::optim::Optimizer& optimizer,
                          const data::Batch& batch, double clip_norm, c10::Device device) {

@@ -68,10 +68,7 @@ Trainer::~Trainer() = default;
 void Trainer::choose_checkpoint_policy(ProgressReporter& progress) {
   if (checkpoint_policy_chosen_) return;
   // Measured on the batch the run starts with; the measurement puts the random state back.
-  const size_t windows = dataset_.num_windows(data::Split::Train);
-  const auto order = data::BatchOrder(windows, options_.batch_size, options_.seed, true).epoch_order(0);
-  const std::vector<size_t> first(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(std::min(windows, options_.batch_size)));
-  const auto batch = data::make_batch(dataset_, data::Split::Train, first);
+  const auto batch = first_training_batch(dataset_, options_);
   const CheckpointChoice choice = train::choose_checkpoint_policy(model_->options(), options_.seed, batch, options_,
                                                                   device_, options_.memory_budget_bytes);
   model_->set_checkpoint_policy(choice.policy);

@@ -1,5 +1,7 @@
 #include "support/tiny_model.h"
 
+#include "qtft/train/model_io.h"
+
 #include "support/bar_files.h"
 
 namespace qtft::test {
@@ -13,8 +15,7 @@ data::Dataset tiny_dataset() {
 }
 
 model::TftOptions tiny_model_options(const data::Dataset& d) {
-  return model::TftOptions(static_cast<int64_t>(d.num_observed()), static_cast<int64_t>(d.num_known()),
-                           static_cast<int64_t>(d.spec().symbols.size()), d.options().encoder_length, d.options().horizon)
+  return train::model_options_for(d)
       .hidden_size(8)
       .attention_heads(2)
       .dropout(0.1);

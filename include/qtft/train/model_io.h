@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 
+#include "qtft/data/dataset.h"
 #include "qtft/model/tft.h"
 #include "qtft/train/model_file.h"
 
@@ -12,6 +13,10 @@ namespace qtft::train {
 
 // "cpu", "cuda" or "auto" (CUDA when a GPU is usable); "cuda" without one is an error.
 c10::Device resolve_device(const std::string& name);
+
+// Options that fit the dataset (its inputs, symbols, encoder length and horizon), with the
+// architecture at its defaults for the caller to set.
+model::TftOptions model_options_for(const data::Dataset& dataset);
 
 // Builds a model with weights initialized from `seed`, so the same seed gives the same
 // starting point on every run.

@@ -5,12 +5,17 @@
 
 #include "qtft/data/batch.h"
 #include "qtft/model/tft.h"
+#include "qtft/train/train_options.h"
 
 namespace torch::optim {
 class Optimizer;
 }
 
 namespace qtft::train {
+
+// The batch a run starts with: the first batch_size windows of epoch 1's shuffled training
+// order for options.seed. Throws qtft::Error when the training split has no windows.
+data::Batch first_training_batch(const data::Dataset& dataset, const TrainOptions& options);
 
 // One optimizer step on a batch, exactly as the trainer takes it: forward, quantile loss,
 // zero_grad, backward, clipping by global norm (clip_norm 0: none), optimizer step.

@@ -12,29 +12,20 @@
 #include <string>
 
 #include "qtft/data/batch.h"
-#include "qtft/data/synthetic.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/train/model_io.h"
 #include "qtft/train/step_memory.h"
 #include "qtft/train/train_step.h"
 
+#include "bench_configs.h"
+
 namespace {
 
 using qtft::memory::CheckpointPolicy;
 
-struct Config {
-  const char* name;
-  int64_t encoder, horizon, hidden, heads, batch;
-};
-
-nlohmann::json measure(const Config& c, int timed_steps, c10::Device device) {
-  qtft::data::SyntheticOptions synthetic;  // the embedded data set
-  auto bars = qtft::data::generate_synthetic_bars(synthetic);
-  qtft::data::DatasetOptions dopts;
-  dopts.encoder_length = c.encoder;
-  dopts.horizon = c.horizon;
-  auto dataset = qtft::data::Dataset::build(bars, dopts);
+nlohmann::json measure(const qtft::bench::TftConfig& c, int timed_steps, c10::Device device) {
+  auto dataset = qtft::bench::embedded_dataset(c);
   qtft::model::TftOptions options = qtft::train::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(true);  // observers live: never frozen here
   qtft::train::TrainOptions train;
@@ -89,7 +80,7 @@ int main(int argc, char** argv) {
   if (threads > 0) at::set_num_threads(threads);
   auto device = qtft::train::resolve_device(device_name);
 
-  const Config configs[] = {{"paper", 168, 24, 160, 4, 64}, {"small", 64, 8, 64, 4, 64}};
+  const qtft::bench::TftConfig configs[] = {qtft::bench::kPaperConfig, qtft::bench::kSmallConfig};
   std::printf("device %s, %d CPU threads, step time: median of %d steps after a warm-up and a measured step\n",
               device.str().c_str(), at::get_num_threads(), timed_steps);
   nlohmann::json results = nlohmann::json::array();

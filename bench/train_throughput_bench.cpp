@@ -14,29 +14,20 @@
 
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
-#include "qtft/data/synthetic.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/train/model_io.h"
 #include "qtft/train/quantile_loss.h"
 
-namespace {
+#include "bench_configs.h"
 
-struct Config {
-  const char* name;
-  int64_t encoder, horizon, hidden, heads, batch;
-};
+namespace {
 
 void synchronize(c10::Device device) {
   if (device.is_cuda()) torch::cuda::synchronize();
 }
 
-nlohmann::json measure(const Config& c, int steps, c10::Device device) {
-  qtft::data::SyntheticOptions synthetic;  // the embedded data set
-  auto bars = qtft::data::generate_synthetic_bars(synthetic);
-  qtft::data::DatasetOptions dopts;
-  dopts.encoder_length = c.encoder;
-  dopts.horizon = c.horizon;
-  auto dataset = qtft::data::Dataset::build(bars, dopts);
+nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device device) {
+  auto dataset = qtft::bench::embedded_dataset(c);
   qtft::model::TftOptions options = qtft::train::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads);
   auto model = qtft::train::build_model(options, 1);
@@ -89,7 +80,7 @@ int main(int argc, char** argv) {
   if (threads > 0) at::set_num_threads(threads);
   auto device = qtft::train::resolve_device(device_name);
 
-  const Config configs[] = {{"paper", 168, 24, 160, 4, 64}, {"small", 64, 8, 64, 4, 64}};
+  const qtft::bench::TftConfig configs[] = {qtft::bench::kPaperConfig, qtft::bench::kSmallConfig};
   nlohmann::json results = nlohmann::json::array();
   std::printf("device %s, %d CPU threads, %d steps each\n", device.str().c_str(), at::get_num_threads(), steps);
   std::printf("%-6s %7s %7s %6s %5s %5s %10s %10s %12s\n", "config", "encoder", "horizon", "hidden", "heads", "batch",

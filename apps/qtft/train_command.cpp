@@ -52,10 +52,13 @@ void print_config(const model::TftOptions& m, const train::TrainOptions& t, int6
               train::lr_schedule_name(t.schedule), static_cast<long long>(t.patience),
               static_cast<unsigned long long>(t.seed), device.str().c_str());
   if (t.checkpoint_policy != memory::CheckpointPolicy::None) {
-    std::printf("Activation checkpointing: %s%s\n", memory::checkpoint_policy_name(t.checkpoint_policy),
-                t.checkpoint_policy == memory::CheckpointPolicy::Auto
-                    ? (" (the least recomputation whose step fits " + format_bytes(static_cast<uint64_t>(t.memory_budget_bytes)) + ")").c_str()
-                    : " (the same numbers as without, bit for bit; less memory, more time)");
+    std::string what = "the same numbers as without, bit for bit; less memory, more time";
+    if (t.checkpoint_policy == memory::CheckpointPolicy::Auto) {
+      what = std::string("the least recomputation whose step fits ")
+                 .append(format_bytes(static_cast<uint64_t>(t.memory_budget_bytes)));
+    }
+    std::printf("Activation checkpointing: %s (%s)\n", memory::checkpoint_policy_name(t.checkpoint_policy),
+                what.c_str());
   }
   if (m.use_qat()) {
     std::printf("QAT: weights %lld-bit per channel (symmetric), activations %lld-bit per tensor (moving-average "

@@ -210,8 +210,8 @@ std::vector<at::Tensor> checkpoint(const std::string& name, const SegmentFunctio
   return CheckpointFunction::apply(anchor, at::TensorList(inputs), std::move(state));
 }
 
-std::vector<at::Tensor> run_segment(const std::string& name, const SegmentFunction& fn,
-                                    const std::vector<at::Tensor>& inputs, bool checkpointed) {
+std::vector<at::Tensor> run_segment(const std::string& name, bool checkpointed, const std::vector<at::Tensor>& inputs,
+                                    const SegmentFunction& fn) {
   if (checkpointed) return checkpoint(name, fn, inputs);
   return run_plain(fn, inputs);
 }

@@ -166,12 +166,10 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
   const bool encoder_chunks = checkpoint_policy_ == CheckpointPolicy::Lstm;
   // Segment functions run again in the backward pass, long after this frame is gone: they
   // capture the model and plain values, never references to locals.
-  auto block = [](const char* name, bool checkpointed, const Tensors& inputs, const memory::SegmentFunction& fn) {
-    return memory::run_segment(name, fn, inputs, checkpointed);
-  };
+  using memory::run_segment;
 
   // Static covariate encoders (section 4.3): one static embedding, four contexts.
-  const Tensors statics = block("static_covariates", blocks, {symbol}, [this](const Tensors& in) {
+  const Tensors statics = run_segment("static_covariates", blocks, {symbol}, [this](const Tensors& in) {
     auto [static_embedding, static_weights] = static_vsn(embed_symbol(in[0]).unsqueeze(1));
     return Tensors{static_weights, static_context_variable_selection(static_embedding),
                    static_context_enrichment(static_embedding), static_context_state_h(static_embedding),
@@ -187,8 +185,8 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
   // decoder together; the selection networks take them one by one.
   auto embed = [&](torch::nn::ModuleList& embeddings, const at::Tensor& x, size_t i) {
     DenseImpl* layer = &embeddings->at<DenseImpl>(i);
-    return block("input_embedding", blocks, {x.narrow(-1, static_cast<int64_t>(i), 1)},
-                 [layer](const Tensors& in) { return Tensors{layer->forward(in[0])}; })[0];
+    return run_segment("input_embedding", blocks, {x.narrow(-1, static_cast<int64_t>(i), 1)},
+                       [layer](const Tensors& in) { return Tensors{layer->forward(in[0])}; })[0];
   };
   Tensors past, future;
   for (size_t i = 0; i < observed_embeddings->size(); ++i) past.push_back(embed(observed_embeddings, observed, i));
@@ -203,9 +201,9 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
   // Sequence-to-sequence layer: the decoder continues from the encoder's final state. The
   // encoder runs in time chunks, each its own segment, so that the lstm policy can keep one
   // chunk's activations at a time; the others run the same chunks inside one block.
-  const Tensors encoder = block(
+  const Tensors encoder = run_segment(
       "lstm_encoder", blocks && !encoder_chunks, {encoder_selection.output, state_h, state_c},
-      [this, l, encoder_chunks, block](const Tensors& in) {
+      [this, l, encoder_chunks](const Tensors& in) {
         const Tensors weights = lstm_weights(lstm_encoder);
         const int64_t chunk = encoder_chunk_length();
         Tensors outputs;
@@ -213,7 +211,7 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
         for (int64_t start = 0; start < l; start += chunk) {
           Tensors chunk_inputs{in[0].narrow(1, start, std::min(chunk, l - start)), h_t, c_t};
           chunk_inputs.insert(chunk_inputs.end(), weights.begin(), weights.end());
-          Tensors r = block("lstm_encoder_chunk", encoder_chunks, chunk_inputs, [this](const Tensors& x) {
+          Tensors r = run_segment("lstm_encoder_chunk", encoder_chunks, chunk_inputs, [this](const Tensors& x) {
             return lstm_step(lstm_encoder, x[0], x[1], x[2], at::TensorList(x).slice(3));
           });
           outputs.push_back(r[0]);
@@ -224,24 +222,25 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
         if (options_.use_qat()) output = lstm_encoder_output_quant(output);
         return Tensors{output, h_t, c_t};
       });
-  const Tensors decoder = block("lstm_decoder", blocks, {decoder_selection.output, encoder[1], encoder[2]},
-                                [this](const Tensors& in) {
-                                  at::Tensor output = lstm_step(lstm_decoder, in[0], in[1], in[2], lstm_weights(lstm_decoder))[0];
-                                  if (options_.use_qat()) output = lstm_decoder_output_quant(output);
-                                  return Tensors{output};
-                                });
+  const Tensors decoder = run_segment(
+      "lstm_decoder", blocks, {decoder_selection.output, encoder[1], encoder[2]}, [this](const Tensors& in) {
+        at::Tensor output = lstm_step(lstm_decoder, in[0], in[1], in[2], lstm_weights(lstm_decoder))[0];
+        if (options_.use_qat()) output = lstm_decoder_output_quant(output);
+        return Tensors{output};
+      });
 
   // Gated skip over the LSTM, then static enrichment: two segments over the whole sequence.
-  const at::Tensor temporal = block("post_lstm_gate", blocks,
-                                    {encoder[0], decoder[0], encoder_selection.output, decoder_selection.output},
-                                    [this](const Tensors& in) {
-                                      return Tensors{post_lstm_gate(at::cat({in[0], in[1]}, 1), at::cat({in[2], in[3]}, 1))};
-                                    })[0];
-  const at::Tensor enriched = block("static_enrichment", blocks, {temporal, context_enrichment}, [this](const Tensors& in) {
-    return Tensors{static_enrichment(in[0], in[1])};
-  })[0];
+  const at::Tensor temporal = run_segment(
+      "post_lstm_gate", blocks, {encoder[0], decoder[0], encoder_selection.output, decoder_selection.output},
+      [this](const Tensors& in) {
+        return Tensors{post_lstm_gate(at::cat({in[0], in[1]}, 1), at::cat({in[2], in[3]}, 1))};
+      })[0];
+  const at::Tensor enriched =
+      run_segment("static_enrichment", blocks, {temporal, context_enrichment}, [this](const Tensors& in) {
+        return Tensors{static_enrichment(in[0], in[1])};
+      })[0];
 
-  const Tensors attention = block("attention", blocks, {enriched}, [this, l, h](const Tensors& in) {
+  const Tensors attention = run_segment("attention", blocks, {enriched}, [this, l, h](const Tensors& in) {
     const at::Tensor& enriched = in[0];
     const at::Tensor enriched_decoder = enriched.narrow(1, l, h);
     auto [attended, weights] =
@@ -249,9 +248,10 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
     return Tensors{post_attention_gate(attended, enriched_decoder), weights};
   });
 
-  const Tensors quantiles = block("output", blocks, {attention[0], temporal.narrow(1, l, h)}, [this](const Tensors& in) {
-    return Tensors{quantile_outputs(pre_output_gate(positionwise_grn(in[0]), in[1]))};
-  });
+  const Tensors quantiles =
+      run_segment("output", blocks, {attention[0], temporal.narrow(1, l, h)}, [this](const Tensors& in) {
+        return Tensors{quantile_outputs(pre_output_gate(positionwise_grn(in[0]), in[1]))};
+      });
   return {quantiles[0], statics[0], encoder_selection.weights, decoder_selection.weights, attention[1]};
 }
 

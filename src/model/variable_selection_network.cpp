@@ -51,9 +51,10 @@ VariableSelectionOutput VariableSelectionNetworkImpl::forward_variables(const st
   using Tensors = std::vector<at::Tensor>;
   if (!flattened_grn) {
     // One input: the context could only steer a choice there is not, so it is not used.
-    const Tensors processed = memory::run_segment("variable_selection", [this](const Tensors& in) {
-      return Tensors{variable_grns->at<GatedResidualNetworkImpl>(0).forward(in[0])};
-    }, {inputs.front()}, checkpointed);
+    const Tensors processed =
+        memory::run_segment("variable_selection", checkpointed, {inputs.front()}, [this](const Tensors& in) {
+          return Tensors{variable_grns->at<GatedResidualNetworkImpl>(0).forward(in[0])};
+        });
     auto weight_sizes = inputs.front().sizes().vec();
     weight_sizes.back() = 1;  // [..., 1]
     return {processed.front(), at::ones(weight_sizes, inputs.front().options())};
@@ -65,16 +66,18 @@ VariableSelectionOutput VariableSelectionNetworkImpl::forward_variables(const st
   Tensors selector_inputs = inputs;
   const bool has_context = context.defined();
   if (has_context) selector_inputs.push_back(context);
-  const at::Tensor weights = memory::run_segment("selection_weights", [this, n, has_context](const Tensors& in) {
-    const at::Tensor flattened = at::cat(at::TensorList(in).slice(0, n), -1);
-    return Tensors{at::softmax(flattened_grn(flattened, has_context ? in[n] : at::Tensor()), -1)};
-  }, selector_inputs, checkpointed)[0];
+  const at::Tensor weights =
+      memory::run_segment("selection_weights", checkpointed, selector_inputs, [this, n, has_context](const Tensors& in) {
+        const at::Tensor flattened = at::cat(at::TensorList(in).slice(0, n), -1);
+        return Tensors{at::softmax(flattened_grn(flattened, has_context ? in[n] : at::Tensor()), -1)};
+      })[0];
   at::Tensor selected;
   for (size_t i = 0; i < n; ++i) {
-    const at::Tensor weighted = memory::run_segment("selected_variable", [this, i](const Tensors& in) {
-      const auto v = static_cast<int64_t>(i);
-      return Tensors{variable_grns->at<GatedResidualNetworkImpl>(i).forward(in[0]) * in[1].narrow(-1, v, 1)};
-    }, {inputs[i], weights}, checkpointed)[0];
+    const at::Tensor weighted =
+        memory::run_segment("selected_variable", checkpointed, {inputs[i], weights}, [this, i](const Tensors& in) {
+          const auto v = static_cast<int64_t>(i);
+          return Tensors{variable_grns->at<GatedResidualNetworkImpl>(i).forward(in[0]) * in[1].narrow(-1, v, 1)};
+        })[0];
     selected = i == 0 ? weighted : selected + weighted;
   }
   return {selected, weights};

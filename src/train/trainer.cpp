@@ -42,8 +42,6 @@ nlohmann::json epoch_json(const EpochSummary& s) {
           {"peak_memory_bytes", s.peak_memory_bytes}};
 }
 
-bool memory_tracked(c10::Device device) { return device.is_cuda() || memory::cpu_memory_tracking_installed(); }
-
 }  // namespace
 
 Trainer::Trainer(model::TemporalFusionTransformer model, const data::Dataset& dataset, TrainOptions options,
@@ -130,9 +128,8 @@ TrainingState Trainer::state() const {
 NamedTensors Trainer::best_weights() const { return best_weights_; }
 
 double Trainer::train_step(const std::vector<size_t>& indices) {
-  const bool tracked = memory_tracked(device_);
   int64_t held_before = 0, state_before = 0;
-  if (tracked) {
+  if (track_memory_) {
     // The step's own footprint: what its state held before it began plus how far the
     // step rose above everything held then (other tensors of the process do not count).
     held_before = memory::memory_stats(device_).current_bytes;
@@ -142,7 +139,7 @@ double Trainer::train_step(const std::vector<size_t>& indices) {
   auto batch = data::make_batch(dataset_, data::Split::Train, indices);
   at::Tensor loss = training_step(model_, *optimizer_, batch, options_.clip_norm, device_);
   const double value = loss.item<double>();  // waits for the step on CUDA
-  if (tracked) {
+  if (track_memory_) {
     const int64_t step_peak = memory::memory_stats(device_).peak_bytes - held_before + state_before;
     epoch_peak_memory_ = std::max(epoch_peak_memory_, step_peak);
   }
@@ -197,6 +194,7 @@ TrainResult Trainer::fit(ProgressReporter& progress) {
     batches = std::min(batches, static_cast<size_t>(options_.max_batches_per_epoch));
   }
   choose_checkpoint_policy(progress);
+  track_memory_ = device_.is_cuda() || memory::cpu_memory_tracking_installed();
   model_->train();
   while (state_.epochs_completed < options_.epochs && !state_.finished) {
     const int64_t epoch = state_.epochs_completed + 1;

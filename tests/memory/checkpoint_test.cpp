@@ -66,7 +66,7 @@ StepResult run(Mode mode, bool input_requires_grad) {
     at::Tensor x = torch::randn({4, 6});
     if (input_requires_grad) x.requires_grad_(true);
     auto fn = [&net](const Tensors& in) { return net.segment(in); };
-    Tensors out = mode == Mode::Plain ? run_segment("net", fn, {x}, false)
+    Tensors out = mode == Mode::Plain ? run_segment("net", false, {x}, fn)
                                       : checkpoint("net", fn, {x}, CheckpointOptions{mode == Mode::Checkpointed});
     for (auto& p : net.parameters()) p.mutable_grad() = at::Tensor();
     (out[0] * out[0]).sum().backward();

@@ -27,7 +27,7 @@ struct CheckpointOptions {
 // the incoming gradients through it, and returns the gradients of `inputs`. Parameters used
 // inside receive their gradients during that inner backward.
 //
-// The result is bitwise what run_segment(..., checkpointed = false) gives: outputs,
+// The result is bitwise what run_segment(name, /*checkpointed=*/false, ...) gives: outputs,
 // gradients, random stream after the step, and layer state. A segment called while another
 // is being recorded or recomputed, or with gradient off, runs plainly: nesting is allowed.
 // The backward throws qtft::Error when recompute cannot be trusted: under
@@ -41,7 +41,8 @@ std::vector<at::Tensor> checkpoint(const std::string& name, const SegmentFunctio
 // an input used several times inside is summed inside the segment and leaves it as one
 // contribution, as it does from a checkpoint. With the same boundaries, a model computes
 // bitwise the same step whichever of its segments are checkpointed.
-std::vector<at::Tensor> run_segment(const std::string& name, const SegmentFunction& fn,
-                                    const std::vector<at::Tensor>& inputs, bool checkpointed);
+// The function comes last, so that callers can write it inline.
+std::vector<at::Tensor> run_segment(const std::string& name, bool checkpointed, const std::vector<at::Tensor>& inputs,
+                                    const SegmentFunction& fn);
 
 }  // namespace qtft::memory

@@ -67,6 +67,7 @@ class Trainer {
   NamedTensors best_weights_;
   bool checkpoint_policy_chosen_ = false;
   int64_t peak_without_checkpointing_ = -1;  // measured by the auto policy
+  bool track_memory_ = false;                // the device's memory is counted (set by fit)
   int64_t epoch_peak_memory_ = -1;           // this epoch's highest step peak, -1 untracked
 };
 

@@ -14,7 +14,7 @@
 #include "qtft/data/batch.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/memory/memory_tracker.h"
-#include "qtft/train/model_io.h"
+#include "qtft/infer/model_io.h"
 #include "qtft/train/step_memory.h"
 #include "qtft/train/train_step.h"
 
@@ -26,13 +26,13 @@ using qtft::memory::CheckpointPolicy;
 
 nlohmann::json measure(const qtft::bench::TftConfig& c, int timed_steps, c10::Device device) {
   auto dataset = qtft::bench::embedded_dataset(c);
-  qtft::model::TftOptions options = qtft::train::model_options_for(dataset);
+  qtft::model::TftOptions options = qtft::infer::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(true);  // observers live: never frozen here
   qtft::train::TrainOptions train;
   train.batch_size = static_cast<size_t>(c.batch);
   train.seed = 1;
   auto batch = qtft::train::first_training_batch(dataset, train);
-  const int64_t parameters = qtft::train::count_parameters(*qtft::model::TemporalFusionTransformer(options));
+  const int64_t parameters = qtft::infer::count_parameters(*qtft::model::TemporalFusionTransformer(options));
 
   std::printf("\n%s: encoder %lld, horizon %lld, hidden %lld, heads %lld, batch %lld, %lld parameters, QAT 8/8-bit "
               "live observers, device %s\n",
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   qtft::memory::install_cpu_memory_tracking();  // before any tensor, so every one is seen
   if (threads > 0) at::set_num_threads(threads);
-  auto device = qtft::train::resolve_device(device_name);
+  auto device = qtft::infer::resolve_device(device_name);
 
   const qtft::bench::TftConfig configs[] = {qtft::bench::kPaperConfig, qtft::bench::kSmallConfig};
   std::printf("device %s, %d CPU threads, step time: median of %d steps after a warm-up and a measured step\n",

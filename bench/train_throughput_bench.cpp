@@ -15,8 +15,8 @@
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
 #include "qtft/io/atomic_file.h"
-#include "qtft/train/model_io.h"
-#include "qtft/train/quantile_loss.h"
+#include "qtft/infer/model_io.h"
+#include "qtft/eval/quantile_loss.h"
 
 #include "bench_configs.h"
 
@@ -28,9 +28,9 @@ void synchronize(c10::Device device) {
 
 nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device device) {
   auto dataset = qtft::bench::embedded_dataset(c);
-  qtft::model::TftOptions options = qtft::train::model_options_for(dataset);
+  qtft::model::TftOptions options = qtft::infer::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads);
-  auto model = qtft::train::build_model(options, 1);
+  auto model = qtft::infer::build_model(options, 1);
   model->to(device);
   model->train();
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
@@ -45,7 +45,7 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device d
     synchronize(device);
     auto start = std::chrono::steady_clock::now();
     auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
-    auto loss = qtft::train::quantile_loss(out.quantiles, batch.target.to(device), options.quantiles());
+    auto loss = qtft::eval::quantile_loss(out.quantiles, batch.target.to(device), options.quantiles());
     adam.zero_grad();
     loss.backward();
     adam.step();
@@ -59,7 +59,7 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device d
           {"hidden_size", c.hidden},
           {"attention_heads", c.heads},
           {"batch_size", c.batch},
-          {"parameters", qtft::train::count_parameters(*model)},
+          {"parameters", qtft::infer::count_parameters(*model)},
           {"steps", steps},
           {"step_seconds", step_s},
           {"samples_per_second", static_cast<double>(c.batch) / step_s}};
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Write the figures as JSON");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) at::set_num_threads(threads);
-  auto device = qtft::train::resolve_device(device_name);
+  auto device = qtft::infer::resolve_device(device_name);
 
   const qtft::bench::TftConfig configs[] = {qtft::bench::kPaperConfig, qtft::bench::kSmallConfig};
   nlohmann::json results = nlohmann::json::array();

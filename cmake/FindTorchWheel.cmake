@@ -20,31 +20,32 @@ if(NOT _torch_cxx11_abi EQUAL 1)
 endif()
 
 set(_torch_lib "${TORCH_WHEEL_DIR}/lib")
-add_library(qtft_torch INTERFACE)
-add_library(qtft::torch ALIAS qtft_torch)
+# IMPORTED, as find modules' targets are: the installed package's export names it and its
+# qtftConfig.cmake defines it again from the consumer's wheel.
+add_library(qtft::torch INTERFACE IMPORTED)
 foreach(_name torch torch_cpu c10)
   if(NOT EXISTS "${_torch_lib}/lib${_name}.so")
     message(FATAL_ERROR "qtft: ${_torch_lib}/lib${_name}.so is missing from the torch wheel")
   endif()
-  target_link_libraries(qtft_torch INTERFACE "${_torch_lib}/lib${_name}.so")
+  target_link_libraries(qtft::torch INTERFACE "${_torch_lib}/lib${_name}.so")
 endforeach()
 
 set(TORCH_WHEEL_HAS_CUDA OFF)
 if(EXISTS "${_torch_lib}/libtorch_cuda.so")
   set(TORCH_WHEEL_HAS_CUDA ON)
-  target_link_libraries(qtft_torch INTERFACE
+  target_link_libraries(qtft::torch INTERFACE
     "-Wl,--no-as-needed"
     "${_torch_lib}/libtorch_cuda.so" "${_torch_lib}/libc10_cuda.so"
     "-Wl,--as-needed")
 endif()
 
-target_include_directories(qtft_torch SYSTEM INTERFACE
+target_include_directories(qtft::torch SYSTEM INTERFACE
   "${TORCH_WHEEL_DIR}/include"
   "${TORCH_WHEEL_DIR}/include/torch/csrc/api/include")
-target_compile_definitions(qtft_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
+target_compile_definitions(qtft::torch INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
 # Binaries run from the build tree with no LD_LIBRARY_PATH; libtorch_cuda finds the
 # nvidia-* wheels through its own RPATH.
-set_property(TARGET qtft_torch APPEND PROPERTY INTERFACE_LINK_OPTIONS
+set_property(TARGET qtft::torch APPEND PROPERTY INTERFACE_LINK_OPTIONS
   "LINKER:-rpath,${_torch_lib}")
 
 message(STATUS "qtft: LibTorch ${TORCH_WHEEL_VERSION} from ${TORCH_WHEEL_DIR} (CUDA libraries: ${TORCH_WHEEL_HAS_CUDA})")

@@ -15,6 +15,7 @@ void add_train_command(CLI::App& app);
 void add_diff_command(CLI::App& app);
 void add_evaluate_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
+void add_forecast_command(CLI::App& app);
 void add_explain_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_memory_report_command(CLI::App& app);

@@ -19,6 +19,8 @@ void add_bar_source_flags(CLI::App& cmd, DataFlags& f) {
       ->capture_default_str();
   cmd.add_option("--volume-column", c.volume, "Volume column (optional in the data)")->capture_default_str();
   cmd.add_option("--symbol-column", c.symbol, "Symbol column (optional in the data)")->capture_default_str();
+  cmd.add_option("--symbol", src.read.symbol,
+                 "Name of the one series of a file without a symbol column (default: the file's name)");
   cmd.add_option("--timestamp-unit", f.timestamp_unit,
                  "Unit of integer timestamps: auto (>= 1e11 means milliseconds), s or ms")
       ->check(CLI::IsMember({"auto", "s", "ms"}))

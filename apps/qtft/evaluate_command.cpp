@@ -6,13 +6,13 @@
 #include "commands.h"
 #include "model_run.h"
 #include "qtft/io/atomic_file.h"
-#include "qtft/train/baselines.h"
-#include "qtft/train/evaluate.h"
+#include "qtft/eval/baselines.h"
+#include "qtft/eval/evaluate.h"
 
 namespace qtft::cli {
 namespace {
 
-void print_row(const char* name, const train::ForecastMetrics& m) {
+void print_row(const char* name, const eval::ForecastMetrics& m) {
   std::printf("  %-22s %9.5f %9.5f %9.5f %8.4f %8.4f\n", name, m.loss, m.rmse, m.mae, m.p50, m.p90);
 }
 
@@ -29,8 +29,8 @@ void add_evaluate_command(CLI::App& app) {
   cmd->add_option("--metrics-json", flags->metrics_json, "Write the metrics as JSON");
   cmd->callback([flags] {
     auto run = open_model_run(flags->run);
-    auto metrics = train::evaluate_model(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);
-    auto baselines = train::evaluate_baselines(run.dataset, run.split, run.loaded.model->options().quantiles());
+    auto metrics = eval::evaluate_model(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);
+    auto baselines = eval::evaluate_baselines(run.dataset, run.split, run.loaded.model->options().quantiles());
     std::printf("%s split: %lld windows (metrics in units of the training return std)\n",
                 data::split_name(run.split), static_cast<long long>(run.dataset.num_windows(run.split)));
     std::printf("  %-22s %9s %9s %9s %8s %8s\n", "forecast", "loss", "rmse", "mae", "P50", "P90");
@@ -43,9 +43,9 @@ void add_evaluate_command(CLI::App& app) {
                        {"val_loss", metrics.loss},
                        {"val_rmse", metrics.rmse},
                        {"val_mae", metrics.mae},
-                       {"model", train::to_json(metrics)},
+                       {"model", eval::to_json(metrics)},
                        {"baseline_val_loss", baselines.best().loss},
-                       {"baselines", train::to_json(baselines)}};
+                       {"baselines", eval::to_json(baselines)}};
       io::write_file_atomically(flags->metrics_json, j.dump(2) + "\n");
     }
   });

@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "model_run.h"
 #include "qtft/io/atomic_file.h"
-#include "qtft/train/explain.h"
+#include "qtft/infer/explain.h"
 
 namespace qtft::cli {
 
@@ -21,9 +21,9 @@ void add_explain_command(CLI::App& app) {
   cmd->add_option("--json", flags->json, "Also write the explanation as JSON");
   cmd->callback([flags] {
     auto run = open_model_run(flags->run);
-    auto e = train::explain_model(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);
-    std::cout << train::format_explanation(e);
-    if (!flags->json.empty()) io::write_file_atomically(flags->json, train::to_json(e).dump(2) + "\n");
+    auto e = infer::explain_model(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);
+    std::cout << infer::format_explanation(e);
+    if (!flags->json.empty()) io::write_file_atomically(flags->json, infer::to_json(e).dump(2) + "\n");
   });
 }
 

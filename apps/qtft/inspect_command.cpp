@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "qtft/common/format.h"
 #include "qtft/io/safetensors.h"
+#include "qtft/infer/model_io.h"
 #include "qtft/quant/observers.h"
 
 namespace qtft::cli {
@@ -84,6 +85,14 @@ void add_inspect_command(CLI::App& app) {
     std::cout << "\nmetadata (" << file.metadata().size() << " entries):\n";
     for (const auto& [key, value] : file.metadata()) {
       std::cout << "  " << key << ": " << readable_value(value) << "\n";
+    }
+    if (file.metadata().count("qtft.format")) {
+      // A qtft model file is checked as every command that loads it checks it.
+      std::cout.flush();
+      auto loaded = infer::load_model(*path, c10::Device(c10::kCPU));
+      std::cout << "\nqtft model: configuration, features and weights are consistent ("
+                << (loaded.file.options.use_qat() ? "QAT" : "FP32") << ", "
+                << infer::count_parameters(*loaded.model) << " parameters)\n";
     }
   });
 }

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   qtft::cli::add_train_command(app);
   qtft::cli::add_evaluate_command(app);
   qtft::cli::add_predict_command(app);
+  qtft::cli::add_forecast_command(app);
   qtft::cli::add_explain_command(app);
   qtft::cli::add_quantize_command(app);
   qtft::cli::add_memory_report_command(app);

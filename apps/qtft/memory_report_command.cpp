@@ -15,7 +15,7 @@
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
 #include "qtft/memory/checkpoint_policy.h"
-#include "qtft/train/model_io.h"
+#include "qtft/infer/model_io.h"
 #include "qtft/train/step_memory.h"
 #include "qtft/train/train_step.h"
 #include "run_flags.h"
@@ -59,11 +59,11 @@ nlohmann::json config_json(const model::TftOptions& m, int64_t batch, int64_t pa
 void run_memory_report(MemoryReportFlags& f) {
   finish_data_flags(f.data);
   f.runtime.apply();
-  f.train.schedule = train::parse_lr_schedule(f.lr_schedule);
+  f.train.lr_schedule = train::parse_lr_schedule(f.lr_schedule);
   f.train.validate();
   const auto policy = policy_to_compare(f.checkpoint_policy);
   if (f.timed_steps < 1) throw UsageError("--timed-steps must be at least 1, got " + std::to_string(f.timed_steps));
-  auto device = train::resolve_device(f.runtime.device);
+  auto device = infer::resolve_device(f.runtime.device);
 
   const auto& source = f.data.source;
   if (source.uses_embedded_data() && !f.json) {
@@ -71,12 +71,12 @@ void run_memory_report(MemoryReportFlags& f) {
   }
   auto bars = data::load_bars(source);
   auto dataset = data::Dataset::build(bars, f.data.dataset);
-  model::TftOptions options = train::model_options_for(dataset);
+  model::TftOptions options = infer::model_options_for(dataset);
   f.model.apply_to(options);
   options.use_qat(f.qat.use_qat).weight_bits(f.qat.weight_bits).activation_bits(f.qat.activation_bits);
   options.validate();
   auto batch = train::first_training_batch(dataset, f.train);
-  const int64_t parameters = train::count_parameters(*model::TemporalFusionTransformer(options));
+  const int64_t parameters = infer::count_parameters(*model::TemporalFusionTransformer(options));
   auto config = config_json(options, batch.size(), parameters, device, f.timed_steps, data::describe_source(source));
 
   if (!f.json) {

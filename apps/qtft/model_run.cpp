@@ -21,8 +21,8 @@ ModelRun open_model_run(ModelRunFlags& f) {
   finish_data_flags(f.data);
   f.runtime.apply();
   if (f.batch_size == 0) throw UsageError("--batch-size must be at least 1");
-  auto device = train::resolve_device(f.runtime.device);
-  auto loaded = train::load_model(f.load_model, device);
+  auto device = infer::resolve_device(f.runtime.device);
+  auto loaded = infer::load_model(f.load_model, device);
   if (f.data.source.uses_embedded_data()) {
     std::cerr << "No --parquet-file or --csv-file given: using the " << data::describe_source(f.data.source) << "\n";
   }

@@ -5,7 +5,7 @@
 
 #include "data_flags.h"
 #include "qtft/data/dataset.h"
-#include "qtft/train/model_io.h"
+#include "qtft/infer/model_io.h"
 #include "run_flags.h"
 
 namespace CLI {
@@ -28,7 +28,7 @@ void add_model_run_flags(CLI::App& cmd, ModelRunFlags& flags);
 // A saved model and the bars windowed exactly as when it was trained.
 struct ModelRun {
   c10::Device device;
-  train::LoadedModel loaded;
+  infer::LoadedModel loaded;
   data::BarSet bars;
   data::Dataset dataset;
   data::Split split;

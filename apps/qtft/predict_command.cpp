@@ -5,7 +5,7 @@
 #include "commands.h"
 #include "model_run.h"
 #include "qtft/common/error.h"
-#include "qtft/train/forecast.h"
+#include "qtft/infer/forecast.h"
 
 namespace qtft::cli {
 
@@ -23,7 +23,7 @@ void add_predict_command(CLI::App& app) {
       throw UsageError("--output " + flags->output + ": use a .csv or .parquet file name");
     }
     auto run = open_model_run(flags->run);
-    auto table = train::forecast_split(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);
+    auto table = infer::forecast_split(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);
     data::write_forecast_table(table, flags->output);
     std::cout << "Wrote " << flags->output << ": " << table.rows() << " rows ("
               << run.dataset.num_windows(run.split) << " " << data::split_name(run.split) << " windows x "

@@ -8,9 +8,9 @@
 #include "model_run.h"
 #include "qtft/common/error.h"
 #include "qtft/quant/observers.h"
-#include "qtft/train/calibration.h"
-#include "qtft/train/evaluate.h"
-#include "qtft/train/model_file.h"
+#include "qtft/train/workflow.h"
+#include "qtft/eval/evaluate.h"
+#include "qtft/infer/model_file.h"
 
 namespace qtft::cli {
 
@@ -23,6 +23,8 @@ void add_quantize_command(CLI::App& app) {
   };
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("quantize", "Post-training quantization: calibrate and freeze observers of a model");
+  // The validation split by default: the test split stays untouched for later.
+  flags->run.split = "validation";
   add_model_run_flags(*cmd, flags->run);
   cmd->add_option("--calibration-batches", flags->qat.calibration_batches, "Training batches to calibrate on")
       ->capture_default_str();
@@ -34,29 +36,26 @@ void add_quantize_command(CLI::App& app) {
   cmd->callback([flags] {
     auto& f = *flags;
     if (f.qat.calibration_batches < 1) throw UsageError("--calibration-batches must be at least 1");
-    // The validation split measures the loss: the test split stays untouched for later.
-    f.run.split = "validation";
     auto run = open_model_run(f.run);
     auto& loaded = run.loaded;
-    auto fp32 = train::evaluate_model(loaded.model, run.dataset, data::Split::Validation, f.run.batch_size, run.device);
-    train::convert_to_qat(loaded, f.qat.weight_bits, f.qat.activation_bits, run.device);
+    auto fp32 = eval::evaluate_model(loaded.model, run.dataset, run.split, f.run.batch_size, run.device);
+    infer::convert_to_qat(loaded, f.qat.weight_bits, f.qat.activation_bits, run.device);
     if (quant::observers_frozen(*loaded.model)) {
       throw Error(f.run.load_model + ": its observers are already frozen; quantize the FP32 model instead");
     }
     std::printf("Starting QAT calibration (%lld batches)...\n", static_cast<long long>(f.qat.calibration_batches));
     std::fflush(stdout);
-    train::calibrate_observers(loaded.model, run.dataset, f.qat.calibration_batches, f.run.batch_size, f.seed,
-                               run.device);
-    quant::freeze_observers(*loaded.model);
+    train::post_training_quantize(loaded.model, run.dataset, f.qat.calibration_batches, f.run.batch_size, f.seed,
+                                  run.device);
     std::printf("Calibration complete\nObserver statistics:\n%s",
                 quant::format_observer_table(quant::observer_stats(*loaded.model), f.qat.verbose ? 0 : 12).c_str());
-    auto ptq = train::evaluate_model(loaded.model, run.dataset, data::Split::Validation, f.run.batch_size, run.device);
-    std::printf("Validation loss: source model %.5f, quantized (%lld-bit weights, %lld-bit activations) %.5f (%+.2f%%)\n",
-                fp32.loss, static_cast<long long>(f.qat.weight_bits), static_cast<long long>(f.qat.activation_bits),
+    auto ptq = eval::evaluate_model(loaded.model, run.dataset, run.split, f.run.batch_size, run.device);
+    std::printf("Loss on the %s split: source model %.5f, quantized (%lld-bit weights, %lld-bit activations) %.5f (%+.2f%%)\n",
+                data::split_name(run.split), fp32.loss, static_cast<long long>(f.qat.weight_bits), static_cast<long long>(f.qat.activation_bits),
                 ptq.loss, 100.0 * (ptq.loss - fp32.loss) / fp32.loss);
-    train::ModelFile out{loaded.model->options(), loaded.file.features, loaded.file.dataset,
-                         train::named_weights(*loaded.model), std::nullopt};
-    train::save_model_file(f.save_model, out);
+    infer::ModelFile out{loaded.model->options(), loaded.file.features, loaded.file.dataset,
+                         infer::named_weights(*loaded.model), std::nullopt};
+    infer::save_model_file(f.save_model, out);
     std::printf("Saved %s\n", f.save_model.c_str());
   });
 }

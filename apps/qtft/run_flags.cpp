@@ -9,11 +9,6 @@
 
 namespace qtft::cli {
 
-void ModelFlags::apply_to(model::TftOptions& o) const {
-  o.hidden_size(hidden_size).attention_heads(attention_heads).lstm_layers(lstm_layers).dropout(dropout).quantiles(
-      quantiles);
-}
-
 void RuntimeFlags::apply() const {
   if (threads < 0) throw UsageError("--threads must not be negative");
   if (threads > 0) at::set_num_threads(threads);
@@ -76,15 +71,17 @@ void add_checkpoint_flags(CLI::App& cmd, CheckpointFlags& f) {
                "numbers bit for bit (QAT observers live or frozen)");
   cmd.add_option("--checkpoint-policy", f.policy,
                  "With --use-gradient-checkpointing: blocks (each TFT block), lstm (blocks, and the encoder LSTM "
-                 "per time chunk) or auto (measure, then the least recomputation that fits --memory-budget)")
-      ->capture_default_str();
+                 "per time chunk) or auto (measure, then the least recomputation that fits --memory-budget); "
+                 "default blocks");
   cmd.add_option("--memory-budget", f.memory_budget, "With --checkpoint-policy auto: the step's peak to fit, e.g. 4GiB");
 }
 
 void CheckpointFlags::apply_to(train::TrainOptions& options) const {
-  const auto policy_value = memory::parse_checkpoint_policy(policy);
+  // Given without --use-gradient-checkpointing, a policy (even the default's name) is a
+  // usage error rather than silently ignored: the user meant something by it.
+  const auto policy_value = memory::parse_checkpoint_policy(policy.empty() ? "blocks" : policy);
   if (!use) {
-    if (policy != "blocks" || !memory_budget.empty()) {
+    if (!policy.empty() || !memory_budget.empty()) {
       throw UsageError("--checkpoint-policy and --memory-budget need --use-gradient-checkpointing");
     }
     options.checkpoint_policy = memory::CheckpointPolicy::None;

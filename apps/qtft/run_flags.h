@@ -13,14 +13,7 @@ class App;
 namespace qtft::cli {
 
 // Architecture flags; applied to the options built from the data.
-struct ModelFlags {
-  int64_t hidden_size = 64;
-  int64_t attention_heads = 4;
-  int64_t lstm_layers = 1;
-  double dropout = 0.1;
-  std::vector<double> quantiles{0.1, 0.5, 0.9};
-  void apply_to(model::TftOptions& options) const;
-};
+using ModelFlags = model::Architecture;
 
 // Where and how computations run.
 struct RuntimeFlags {
@@ -45,7 +38,7 @@ struct QatFlags {
 // Activation checkpointing, with the flag users of the earlier tool know.
 struct CheckpointFlags {
   bool use = false;
-  std::string policy = "blocks";
+  std::string policy;  // empty: not given (blocks when checkpointing)
   std::string memory_budget;
   // Checks the combination and sets the training options' policy and budget.
   void apply_to(train::TrainOptions& options) const;

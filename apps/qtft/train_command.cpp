@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,17 +11,17 @@
 #include "commands.h"
 #include "data_flags.h"
 #include "exit_code.h"
+#include "interrupt.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/dataset_summary.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/quant/observers.h"
-#include "qtft/train/calibration.h"
-#include "qtft/train/compare_accuracy.h"
-#include "qtft/train/baselines.h"
-#include "qtft/train/interrupt.h"
-#include "qtft/train/model_io.h"
+#include "qtft/eval/compare_accuracy.h"
+#include "qtft/eval/baselines.h"
+#include "qtft/infer/model_io.h"
 #include "qtft/train/trainer.h"
+#include "qtft/train/workflow.h"
 #include "run_flags.h"
 
 namespace qtft::cli {
@@ -49,7 +50,7 @@ void print_config(const model::TftOptions& m, const train::TrainOptions& t, int6
   std::printf("Training: %lld epochs, batch %zu, Adam lr %g, weight decay %g, clip %g, schedule %s, patience %lld, "
               "seed %llu, device %s\n",
               static_cast<long long>(t.epochs), t.batch_size, t.learning_rate, t.weight_decay, t.clip_norm,
-              train::lr_schedule_name(t.schedule), static_cast<long long>(t.patience),
+              train::lr_schedule_name(t.lr_schedule), static_cast<long long>(t.patience),
               static_cast<unsigned long long>(t.seed), device.str().c_str());
   if (t.checkpoint_policy != memory::CheckpointPolicy::None) {
     std::string what = "the same numbers as without, bit for bit; less memory, more time";
@@ -68,132 +69,128 @@ void print_config(const model::TftOptions& m, const train::TrainOptions& t, int6
   }
 }
 
-// Calibrates observers that have not seen data yet, prints their table, and freezes them
-// when asked: the first phase of the QAT workflow (or all of it, with --epochs 0 style runs).
-void prepare_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, const TrainFlags& f,
-                       c10::Device device) {
-  auto stats = quant::observer_stats(*model);
-  bool fresh = std::all_of(stats.begin(), stats.end(), [](const auto& s) { return s.samples == 0; });
-  if (fresh && f.qat.calibration_batches > 0) {
-    std::printf("Starting QAT calibration (%lld batches)...\n", static_cast<long long>(f.qat.calibration_batches));
+// The workflow's events, printed as the run goes.
+class ConsolePrinter : public train::TrainingEvents {
+ public:
+  ConsolePrinter(const data::BarSet& bars, const data::BarSource& source, bool verbose_observers)
+      : bars_(bars), source_(source), verbose_(verbose_observers) {}
+  void model_loaded(const std::filesystem::path& path) override {
+    std::cout << "Loaded " << path.string() << " (its configuration, features and windows are kept)\n";
+  }
+  void data_ready(const data::Dataset& dataset) override {
+    std::cout << "Data: " << data::describe_source(source_) << "\n" << data::summarize_dataset(bars_, dataset);
+  }
+  void model_ready(const model::TemporalFusionTransformer& model, const train::TrainOptions& train) override {
+    print_config(model->options(), train, infer::count_parameters(*model.ptr()), device_);
+  }
+  void calibration_started(int64_t batches) override {
+    std::printf("Starting QAT calibration (%lld batches)...\n", static_cast<long long>(batches));
     std::fflush(stdout);
-    train::calibrate_observers(model, dataset, f.qat.calibration_batches, f.train.batch_size, f.train.seed, device);
+  }
+  void calibration_finished(const model::TemporalFusionTransformer& model) override {
     std::printf("Calibration complete\nObserver statistics:\n%s",
-                quant::format_observer_table(quant::observer_stats(*model), f.qat.verbose ? 0 : 12).c_str());
+                quant::format_observer_table(quant::observer_stats(*model.ptr()), verbose_ ? 0 : 12).c_str());
   }
-  if (f.qat.freeze_observers) {
-    quant::freeze_observers(*model);
-    std::printf("QAT observers frozen (%zu observers; scales and zero points fixed)\n", stats.size());
+  void observers_frozen(size_t observers) override {
+    std::printf("QAT observers frozen (%zu observers; scales and zero points fixed)\n", observers);
   }
+  void baselines_ready(const eval::BaselineMetrics& b) override {
+    std::printf("Baselines on validation: zero-return loss %.5f, training quantiles loss %.5f (best: %s)\n",
+                b.zero.loss, b.empirical.loss, b.best_name().c_str());
+  }
+  void resumed(const infer::TrainingState& st) override {
+    std::printf("Resuming after epoch %lld, batch %lld (step %lld)\n", static_cast<long long>(st.epochs_completed),
+                static_cast<long long>(st.batches_done_in_epoch), static_cast<long long>(st.global_step));
+  }
+  c10::Device device_{c10::kCPU};
+
+ private:
+  const data::BarSet& bars_;
+  const data::BarSource& source_;
+  bool verbose_;
+};
+
+train::QatRecipe qat_recipe(const QatFlags& q) {
+  return {q.use_qat, q.weight_bits, q.activation_bits, q.calibration_batches, q.freeze_observers, q.two_phase,
+          q.live_epochs};
 }
 
 void run_compare_accuracy(const TrainFlags& f) {
-  auto device = train::resolve_device(f.runtime.device);
+  auto device = infer::resolve_device(f.runtime.device);
   const auto& source = f.data.source;
   if (source.uses_embedded_data()) {
     std::cout << "No --parquet-file or --csv-file given: comparing on the " << data::describe_source(source) << "\n";
   }
   auto bars = data::load_bars(source);
-  auto dataset = data::Dataset::build(bars, f.data.dataset);
-  model::TftOptions options = train::model_options_for(dataset);
+  auto shared_dataset = std::make_shared<const data::Dataset>(data::Dataset::build(bars, f.data.dataset));
+  const auto& dataset = *shared_dataset;
+  model::TftOptions options = infer::model_options_for(dataset);
   f.model.apply_to(options);
-  train::CompareOptions compare{options, f.train, f.qat.weight_bits, f.qat.activation_bits,
+  eval::CompareOptions compare{options, f.train, f.qat.weight_bits, f.qat.activation_bits,
                                 f.qat.calibration_batches, f.qat.live_epochs, device};
   compare.train.freeze_observers_after_epochs = 0;
-  print_config(options, f.train, train::count_parameters(*model::TemporalFusionTransformer(options)), device);
+  print_config(options, f.train, infer::count_parameters(*model::TemporalFusionTransformer(options)), device);
   std::printf("Comparing FP32, PTQ, QAT (two-phase, frozen) and QAT (live) at %lld-bit weights, %lld-bit activations\n",
               static_cast<long long>(f.qat.weight_bits), static_cast<long long>(f.qat.activation_bits));
   auto progress = train::make_console_progress(stdout, stdout_is_terminal());
-  auto rows = train::compare_accuracy(dataset, compare, *progress, [](const std::string& line) {
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-  });
+  auto rows = eval::compare_accuracy(
+      shared_dataset, compare, *progress,
+      [](const std::string& line) {
+        std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+      },
+      interrupt_requested);
   std::printf("\nAccuracy comparison (validation split, best epoch of each):\n%s",
-              train::format_comparison(rows).c_str());
+              eval::format_comparison(rows).c_str());
   if (!f.metrics_json.empty()) {
     nlohmann::json j{{"config", {{"model", model::to_json(options)}, {"training", train::to_json(f.train)},
                                  {"weight_bits", f.qat.weight_bits}, {"activation_bits", f.qat.activation_bits},
                                  {"calibration_batches", f.qat.calibration_batches},
                                  {"qat_live_epochs", f.qat.live_epochs}, {"data", data::describe_source(source)}}},
-                     {"models", train::to_json(rows)}};
+                     {"models", eval::to_json(rows)}};
     io::write_file_atomically(f.metrics_json, j.dump(2) + "\n");
   }
 }
 
 void run_train(TrainFlags& f) {
   // First of all: a Ctrl-C while the data loads still ends in a checkpoint after one step.
-  train::install_interrupt_handler();
+  install_interrupt_handler();
   finish_data_flags(f.data);
   f.runtime.apply();
-  f.train.schedule = train::parse_lr_schedule(f.lr_schedule);
+  f.train.lr_schedule = train::parse_lr_schedule(f.lr_schedule);
   f.checkpointing.apply_to(f.train);
-  if (f.qat.two_phase) {
-    f.qat.use_qat = true;
-    if (f.qat.live_epochs < 1 || f.qat.live_epochs >= f.train.epochs) {
-      throw UsageError("--two-phase needs --qat-live-epochs between 1 and --epochs - 1, got " +
-                       std::to_string(f.qat.live_epochs) + " with --epochs " + std::to_string(f.train.epochs));
-    }
-    f.train.freeze_observers_after_epochs = f.qat.live_epochs;
-  }
   if (f.qat.compare_accuracy) {
     if (!f.load_model.empty() || f.resume) throw UsageError("--compare-accuracy trains from scratch: drop --load-model");
+    auto recipe = qat_recipe(f.qat);
+    recipe.apply_to(f.train);
     run_compare_accuracy(f);
     return;
   }
-  if (f.resume && f.load_model.empty()) throw UsageError("--resume needs --load-model FILE (the checkpoint to continue)");
-  auto device = train::resolve_device(f.runtime.device);
+  train::TrainingSetup setup{f.data.dataset, f.model, qat_recipe(f.qat), f.train, f.load_model, f.resume,
+                             infer::resolve_device(f.runtime.device)};
+  train::check_training_setup(setup);  // flags before data
 
   const auto& source = f.data.source;
   if (source.uses_embedded_data()) {
     std::cout << "No --parquet-file or --csv-file given: training on the " << data::describe_source(source) << "\n";
   }
   auto bars = data::load_bars(source);
+  ConsolePrinter printer(bars, source, f.qat.verbose);
+  printer.device_ = setup.device;
+  auto run = train::prepare_training(bars, setup, printer);
+  f.train = run.train;
+  auto& model = run.model;
+  const auto& baselines = run.baselines;
+  const auto parameters = infer::count_parameters(*model);
 
-  std::optional<train::LoadedModel> loaded;
-  if (!f.load_model.empty()) {
-    loaded = train::load_model(f.load_model, device);
-    std::cout << "Loaded " << f.load_model << " (its configuration, features and windows are kept)\n";
-    if (f.resume) {
-      if (!loaded->file.training) throw Error(f.load_model + ": holds no training state to --resume from");
-      // The saved options decide which batches come next; only --epochs may grow.
-      f.train = train::train_options_from_json(loaded->file.training->config, f.train);
-    }
-  }
-  auto dataset = loaded ? data::Dataset::build(bars, loaded->file.dataset, loaded->file.features)
-                        : data::Dataset::build(bars, f.data.dataset);
-  std::cout << "Data: " << data::describe_source(source) << "\n" << data::summarize_dataset(bars, dataset);
-
-  if (loaded && f.qat.use_qat && !f.resume) train::convert_to_qat(*loaded, f.qat.weight_bits, f.qat.activation_bits, device);
-  auto model = [&] {
-    if (loaded) return loaded->model;
-    model::TftOptions options = train::model_options_for(dataset);
-    f.model.apply_to(options);
-    options.use_qat(f.qat.use_qat).weight_bits(f.qat.weight_bits).activation_bits(f.qat.activation_bits);
-    return train::build_model(options, f.train.seed);
-  }();
-  const auto parameters = train::count_parameters(*model);
-  print_config(model->options(), f.train, parameters, device);
-  if (model->options().use_qat() && !f.resume) prepare_observers(model, dataset, f, device);
-
-  auto baselines = train::evaluate_baselines(dataset, data::Split::Validation, model->options().quantiles());
-  std::printf("Baselines on validation: zero-return loss %.5f, training quantiles loss %.5f (best: %s)\n",
-              baselines.zero.loss, baselines.empirical.loss, baselines.best_name().c_str());
-
-  train::Trainer trainer(model, dataset, f.train, device);
-  if (f.resume) {
-    const auto& st = *loaded->file.training;
-    trainer.resume_from(st, loaded->file.weights);
-    std::printf("Resuming after epoch %lld, batch %lld (step %lld)\n", static_cast<long long>(st.epochs_completed),
-                static_cast<long long>(st.batches_done_in_epoch), static_cast<long long>(st.global_step));
-  }
   auto progress = train::make_console_progress(stdout, stdout_is_terminal());
-  auto result = trainer.fit(*progress);
+  auto result = run.trainer->fit(*progress, interrupt_requested);
 
-  const auto state = trainer.state();
-  train::ModelFile out{model->options(), dataset.spec(), dataset.options(), trainer.best_weights(), state};
+  auto out = train::training_model_file(run);
+  const auto& state = *out.training;
   if (result.interrupted) {
     std::string path = f.save_model.empty() ? kInterruptedFile : f.save_model;
-    train::save_model_file(path, out);
+    infer::save_model_file(path, out);
     std::fprintf(stderr,
                  "\nqtft: interrupted after epoch %lld, batch %lld: saved a resumable checkpoint to %s\n"
                  "continue with: qtft train --load-model %s --resume [same data flags]\n",
@@ -203,7 +200,7 @@ void run_train(TrainFlags& f) {
   }
 
   // Report the best epoch's model, which is also what the file holds.
-  train::copy_weights_into(*model, out.weights, "best weights");
+  infer::copy_weights_into(*model, out.weights, "best weights");
   const auto& best = result.best_val;
   const double baseline = baselines.best().loss;
   std::printf(
@@ -214,7 +211,7 @@ void run_train(TrainFlags& f) {
       best.loss < baseline ? "better" : "WORSE", 100.0 * std::abs(baseline - best.loss) / baseline, best.rmse,
       best.mae, best.p50, best.p90, static_cast<long long>(parameters), result.train_seconds);
   if (!f.save_model.empty()) {
-    train::save_model_file(f.save_model, out);
+    infer::save_model_file(f.save_model, out);
     std::cout << "Saved " << f.save_model << "\n";
   }
   if (!f.metrics_json.empty()) {
@@ -228,7 +225,7 @@ void run_train(TrainFlags& f) {
                      {"val_p50", best.p50},
                      {"val_p90", best.p90},
                      {"baseline_val_loss", baseline},
-                     {"baselines", train::to_json(baselines)},
+                     {"baselines", eval::to_json(baselines)},
                      {"parameters", parameters},
                      {"train_seconds", result.train_seconds},
                      {"stopped_early", result.stopped_early}};

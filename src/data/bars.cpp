@@ -1,11 +1,63 @@
 #include "qtft/data/bars.h"
 
+#include <cmath>
+
+#include "qtft/common/error.h"
+#include "qtft/common/format.h"
+
 namespace qtft::data {
 
 size_t BarSet::total_rows() const {
   size_t n = 0;
   for (const auto& s : series) n += s.size();
   return n;
+}
+
+void validate_series(const BarSeries& s, const std::string& source) {
+  const std::string where = source + ": symbol '" + s.symbol + "'";
+  const size_t n = s.close.size();
+  auto check_length = [&](const std::vector<double>& v, const char* field, bool optional) {
+    if (optional && v.empty()) return;
+    if (v.size() != n) {
+      throw Error(where + ": " + field + " has " + std::to_string(v.size()) + " values but close has " +
+                  std::to_string(n));
+    }
+  };
+  if (s.timestamp_ns.size() != n) {
+    throw Error(where + ": timestamp has " + std::to_string(s.timestamp_ns.size()) + " values but close has " +
+                std::to_string(n));
+  }
+  check_length(s.open, "open", true);
+  check_length(s.high, "high", true);
+  check_length(s.low, "low", true);
+  check_length(s.volume, "volume", true);
+  if (s.open.empty() != s.high.empty() || s.open.empty() != s.low.empty()) {
+    throw Error(where + ": has only some of open, high and low; give all three or none (close-only bars)");
+  }
+  auto fail = [&](size_t i, const std::string& what) {
+    throw Error(where + ": bar " + std::to_string(i + 1) + " (" + format_utc(s.timestamp_ns[i]) + "): " + what);
+  };
+  auto check_price = [&](size_t i, const char* field, double v) {
+    if (!std::isfinite(v)) fail(i, std::string(field) + " " + format_number(v) + " is not finite");
+    if (v <= 0) fail(i, std::string(field) + " " + format_number(v) + " is not positive");
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0 && s.timestamp_ns[i] <= s.timestamp_ns[i - 1]) {
+      fail(i, std::string(s.timestamp_ns[i] == s.timestamp_ns[i - 1] ? "duplicate" : "unsorted") +
+                  " timestamp: the previous bar has " + format_utc(s.timestamp_ns[i - 1]));
+    }
+    check_price(i, "close", s.close[i]);
+    if (!s.open.empty()) {
+      check_price(i, "open", s.open[i]);
+      check_price(i, "high", s.high[i]);
+      check_price(i, "low", s.low[i]);
+      if (s.high[i] < s.low[i]) fail(i, "high " + format_number(s.high[i]) + " is below low " + format_number(s.low[i]));
+    }
+    if (!s.volume.empty()) {
+      if (!std::isfinite(s.volume[i])) fail(i, "volume " + format_number(s.volume[i]) + " is not finite");
+      if (s.volume[i] < 0) fail(i, "volume " + format_number(s.volume[i]) + " is negative");
+    }
+  }
 }
 
 }  // namespace qtft::data

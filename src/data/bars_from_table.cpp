@@ -289,10 +289,14 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source,
   if (bars.has_volume) volume = numeric_values(volume_col);
   SymbolCodes symbols;
   if (symbol_col.array) {
+    if (!options.symbol.empty()) {
+      throw Error(source + ": has a symbol column '" + names.symbol + "'; --symbol " + options.symbol +
+                  " names the series of files without one");
+    }
     symbols = symbol_values(symbol_col);
   } else {
     symbols.codes.assign(close.size(), 0);
-    symbols.names.push_back(std::filesystem::path(source).stem().string());
+    symbols.names.push_back(options.symbol.empty() ? std::filesystem::path(source).stem().string() : options.symbol);
   }
 
   bars.series.resize(symbols.names.size());

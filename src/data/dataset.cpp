@@ -78,20 +78,25 @@ FeatureSpec fit_spec(const BarSet& bars, const DatasetOptions& options) {
 }
 
 void check_spec_matches(const BarSet& bars, const FeatureSpec& spec) {
-  auto observed = observed_feature_names(bars.has_range, bars.has_volume);
+  auto known = known_feature_names();
+  if (known != names_of(spec.known)) {
+    throw Error(bars.source + ": the model was trained with the known inputs [" + join(names_of(spec.known)) +
+                "] but this qtft computes [" + join(known) +
+                "]; models saved before bar_gap became an observed input must be retrained");
+  }
+  // A file may carry more columns than the model uses (volume, say); it may not carry fewer.
+  if (spec_uses_range(spec) && !bars.has_range) {
+    throw Error(bars.source + ": the model was trained on open/high/low bars (inputs hl_range, close_open) but this "
+                "file has only close prices");
+  }
+  if (spec_uses_volume(spec) && !bars.has_volume) {
+    throw Error(bars.source + ": the model was trained on bars with volume (input log_volume) but this file has none");
+  }
+  auto observed = observed_feature_names(spec_uses_range(spec), spec_uses_volume(spec));
   if (observed != names_of(spec.observed)) {
     throw Error(bars.source + ": the model was trained on the inputs [" + join(names_of(spec.observed)) +
-                "] but this file gives [" + join(observed) + "]");
+                "] but this qtft computes [" + join(observed) + "] from such bars");
   }
-}
-
-int64_t symbol_id(const FeatureSpec& spec, const std::string& symbol, const std::string& source) {
-  auto it = std::find(spec.symbols.begin(), spec.symbols.end(), symbol);
-  if (it == spec.symbols.end()) {
-    throw Error(source + ": symbol '" + symbol + "' was not in the training data (known: " +
-                join(spec.symbols) + ")");
-  }
-  return it - spec.symbols.begin();
 }
 
 void normalize_into(const std::vector<double>& raw, const std::vector<FeatureStats>& stats,
@@ -105,6 +110,53 @@ void normalize_into(const std::vector<double>& raw, const std::vector<FeatureSta
 }
 
 }  // namespace
+
+bool spec_uses_range(const FeatureSpec& spec) {
+  return std::any_of(spec.observed.begin(), spec.observed.end(), [](const auto& f) { return f.name == "hl_range"; });
+}
+
+bool spec_uses_volume(const FeatureSpec& spec) {
+  return std::any_of(spec.observed.begin(), spec.observed.end(), [](const auto& f) { return f.name == "log_volume"; });
+}
+
+int64_t resolve_symbol_id(const FeatureSpec& spec, const std::string& symbol, bool sole_series,
+                          const std::string& source) {
+  if (sole_series && spec.symbols.size() == 1) return 0;
+  auto it = std::find(spec.symbols.begin(), spec.symbols.end(), symbol);
+  if (it == spec.symbols.end()) {
+    throw Error(source + ": symbol '" + symbol + "' was not in the training data (known: " + join(spec.symbols) +
+                ")");
+  }
+  return it - spec.symbols.begin();
+}
+
+SeriesFeatures featurize_series(const BarSeries& s, bool has_range, bool has_volume, const FeatureSpec& spec,
+                                int64_t symbol_id) {
+  auto raw = compute_raw_features(s, has_range, has_volume);
+  SeriesFeatures f;
+  f.symbol = s.symbol;
+  f.symbol_id = symbol_id;
+  f.timestamp_ns.assign(s.timestamp_ns.begin() + (s.size() > 0 ? 1 : 0), s.timestamp_ns.end());
+  f.close.assign(s.close.begin() + (s.size() > 0 ? 1 : 0), s.close.end());
+  normalize_into(raw.observed, spec.observed, f.observed);
+  normalize_into(raw.known, spec.known, f.known);
+  f.target.resize(raw.log_return.size());
+  for (size_t i = 0; i < raw.log_return.size(); ++i) {
+    f.target[i] = static_cast<float>(raw.log_return[i] / spec.target_scale);
+  }
+  const auto rows = static_cast<int64_t>(f.rows());
+  f.split_bounds = {0, rows, rows, rows};
+  return f;
+}
+
+std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec) {
+  std::vector<double> raw;
+  raw.reserve(timestamps_ns.size() * spec.known.size());
+  for (int64_t t : timestamps_ns) append_known_features(t, raw);
+  std::vector<float> out;
+  normalize_into(raw, spec.known, out);
+  return out;
+}
 
 const char* split_name(Split split) {
   switch (split) {
@@ -146,19 +198,14 @@ Dataset Dataset::assemble(const BarSet& bars, const DatasetOptions& options, con
   } else {
     d.spec_ = fit_spec(bars, options);
   }
+  // A saved spec reads only the inputs it was trained on from a file that has more.
+  const bool has_range = saved ? spec_uses_range(d.spec_) : bars.has_range;
+  const bool has_volume = saved ? spec_uses_volume(d.spec_) : bars.has_volume;
   for (const auto& s : bars.series) {
-    auto raw = compute_raw_features(s, bars.has_range, bars.has_volume);
-    SeriesFeatures f;
-    f.symbol = s.symbol;
-    f.symbol_id = symbol_id(d.spec_, s.symbol, bars.source);
-    f.timestamp_ns.assign(s.timestamp_ns.begin() + (s.size() > 0 ? 1 : 0), s.timestamp_ns.end());
-    f.close.assign(s.close.begin() + (s.size() > 0 ? 1 : 0), s.close.end());
-    normalize_into(raw.observed, d.spec_.observed, f.observed);
-    normalize_into(raw.known, d.spec_.known, f.known);
-    f.target.resize(raw.log_return.size());
-    for (size_t i = 0; i < raw.log_return.size(); ++i) {
-      f.target[i] = static_cast<float>(raw.log_return[i] / d.spec_.target_scale);
-    }
+    int64_t id = saved ? resolve_symbol_id(d.spec_, s.symbol, bars.series.size() == 1, bars.source)
+                       : static_cast<int64_t>(d.series_.size());
+    SeriesFeatures f = featurize_series(s, has_range, has_volume, d.spec_, id);
+    if (saved) f.symbol = d.spec_.symbols[static_cast<size_t>(id)];
     f.split_bounds = split_bounds(static_cast<int64_t>(f.rows()), options);
     d.series_.push_back(std::move(f));
   }

@@ -14,11 +14,22 @@ std::vector<std::string> observed_feature_names(bool has_range, bool has_volume)
     names.push_back("close_open");
   }
   if (has_volume) names.push_back("log_volume");
+  names.push_back("bar_gap");
   return names;
 }
 
 std::vector<std::string> known_feature_names() {
-  return {"time_of_day_sin", "time_of_day_cos", "day_of_week_sin", "day_of_week_cos", "bar_gap"};
+  return {"time_of_day_sin", "time_of_day_cos", "day_of_week_sin", "day_of_week_cos"};
+}
+
+void append_known_features(int64_t t, std::vector<double>& out) {
+  constexpr double two_pi = 2.0 * std::numbers::pi;
+  double day_phase = two_pi * static_cast<double>(seconds_of_day(t)) / kSecondsPerDay;
+  double week_phase = two_pi * day_of_week(t) / 7.0;
+  out.push_back(std::sin(day_phase));
+  out.push_back(std::cos(day_phase));
+  out.push_back(std::sin(week_phase));
+  out.push_back(std::cos(week_phase));
 }
 
 RawFeatures compute_raw_features(const BarSeries& s, bool has_range, bool has_volume) {
@@ -29,7 +40,6 @@ RawFeatures compute_raw_features(const BarSeries& s, bool has_range, bool has_vo
   f.observed.reserve(rows * f.observed_names.size());
   f.known.reserve(rows * f.known_names.size());
   f.log_return.reserve(rows);
-  constexpr double two_pi = 2.0 * std::numbers::pi;
   for (size_t i = 1; i < s.size(); ++i) {
     double r = std::log(s.close[i] / s.close[i - 1]);
     f.log_return.push_back(r);
@@ -39,16 +49,9 @@ RawFeatures compute_raw_features(const BarSeries& s, bool has_range, bool has_vo
       f.observed.push_back(std::log(s.close[i] / s.open[i]));
     }
     if (has_volume) f.observed.push_back(std::log1p(s.volume[i]));
-
-    int64_t t = s.timestamp_ns[i];
-    double day_phase = two_pi * static_cast<double>(seconds_of_day(t)) / kSecondsPerDay;
-    double week_phase = two_pi * day_of_week(t) / 7.0;
-    double gap_minutes = static_cast<double>(t - s.timestamp_ns[i - 1]) / (60.0 * kNanosPerSecond);
-    f.known.push_back(std::sin(day_phase));
-    f.known.push_back(std::cos(day_phase));
-    f.known.push_back(std::sin(week_phase));
-    f.known.push_back(std::cos(week_phase));
-    f.known.push_back(std::log1p(gap_minutes));
+    double gap_minutes = static_cast<double>(s.timestamp_ns[i] - s.timestamp_ns[i - 1]) / (60.0 * kNanosPerSecond);
+    f.observed.push_back(std::log1p(gap_minutes));
+    append_known_features(s.timestamp_ns[i], f.known);
   }
   return f;
 }

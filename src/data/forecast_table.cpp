@@ -43,7 +43,7 @@ void write_forecast_table(const ForecastTable& t, const std::string& path) {
   arrow::Int32Builder steps;
   add("step", build(steps, t.step));
   add("origin_close", doubles(t.origin_close));
-  add("actual_return", doubles(t.actual_return));
+  if (t.has_actual) add("actual_return", doubles(t.actual_return));
   for (size_t q = 0; q < t.quantiles.size(); ++q) add("return_q" + format_number(t.quantiles[q]), doubles(t.quantile_return[q]));
   for (size_t q = 0; q < t.quantiles.size(); ++q) add("price_q" + format_number(t.quantiles[q]), doubles(t.quantile_price[q]));
   auto table = arrow::Table::Make(arrow::schema(fields), arrays);

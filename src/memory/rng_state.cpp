@@ -38,6 +38,30 @@ RngState RngState::capture_like(const RngState& other) {
   return capture(devices);
 }
 
+CpuRandomStream::CpuRandomStream(uint64_t seed)
+    : state_(at::make_generator<at::CPUGeneratorImpl>(seed).get_state()) {}
+
+void CpuRandomStream::set_state(const at::Tensor& state) {
+  // Checked by a throwaway generator, so a malformed state fails here and not mid-run.
+  at::make_generator<at::CPUGeneratorImpl>().set_state(state);
+  state_ = state.clone();
+}
+
+void CpuRandomStream::run(const std::function<void()>& fn) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  struct PutBack {
+    at::Generator generator;
+    at::Tensor callers;
+    at::Tensor& ours;
+    ~PutBack() {
+      ours = state_of(generator);
+      set_state_of(generator, callers);
+    }
+  } put_back{generator, state_of(generator), state_};
+  set_state_of(generator, state_);
+  fn();
+}
+
 void RngState::restore() const {
   set_state_of(at::detail::getDefaultCPUGenerator(), cpu_);
   for (const auto& [device, state] : cuda_) set_state_of(at::globalContext().defaultGenerator(device), state);

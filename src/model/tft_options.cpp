@@ -34,6 +34,27 @@ void TftOptions::validate() const {
                 std::to_string(num_known_));
   }
   if (num_symbols_ < 1) throw Error("model options: num_symbols must be at least 1, got " + std::to_string(num_symbols_));
+  // Upper bounds: far above any real configuration, low enough that a mistyped flag or a
+  // tampered model file fails here instead of allocating until the machine gives up.
+  if (num_observed_ + num_known_ > kMaxInputs) {
+    throw Error("model options: " + std::to_string(num_observed_ + num_known_) + " real inputs, at most " +
+                std::to_string(kMaxInputs) + " are supported");
+  }
+  if (num_symbols_ > kMaxSymbols) {
+    throw Error("model options: num_symbols must be at most " + std::to_string(kMaxSymbols) + ", got " +
+                std::to_string(num_symbols_));
+  }
+  auto at_most = [](int64_t value, int64_t max, const char* flag) {
+    if (value > max) {
+      throw UsageError(std::string(flag) + " must be at most " + std::to_string(max) + ", got " + std::to_string(value));
+    }
+  };
+  at_most(encoder_length_, kMaxEncoderLength, "--encoder-length");
+  at_most(horizon_, kMaxHorizon, "--horizon");
+  at_most(hidden_size_, kMaxHiddenSize, "--hidden-size");
+  at_most(attention_heads_, kMaxAttentionHeads, "--attention-heads");
+  at_most(lstm_layers_, kMaxLstmLayers, "--lstm-layers");
+  at_most(static_cast<int64_t>(quantiles_.size()), kMaxQuantiles, "the number of --quantiles");
 
   if (encoder_length_ < 1) throw UsageError("--encoder-length must be at least 1, got " + std::to_string(encoder_length_));
   if (horizon_ < 1) throw UsageError("--horizon must be at least 1, got " + std::to_string(horizon_));
@@ -68,6 +89,7 @@ void TftOptions::validate() const {
                        quantile_list(quantiles_));
     }
   }
+  median_index();  // forecasts, prices and the point metrics all read the median
 }
 
 int64_t TftOptions::median_index() const {

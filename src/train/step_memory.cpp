@@ -15,7 +15,7 @@
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/memory/rng_state.h"
 #include "qtft/quant/activation_observer.h"
-#include "qtft/train/model_io.h"
+#include "qtft/infer/model_io.h"
 #include "qtft/train/train_step.h"
 
 namespace qtft::train {
@@ -133,12 +133,17 @@ StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed
     throw UsageError("measure_training_step: the checkpoint policy 'auto' must be resolved to none, blocks or lstm first");
   }
   if (timed_steps < 0) throw UsageError("--timed-steps must not be negative, got " + std::to_string(timed_steps));
-  memory::install_cpu_memory_tracking();
+  // Installing the tracker here, late, could hand oneDNN buffers to the wrong deleter; the
+  // program installs it first thing (qtft's main does).
+  if (device.is_cpu() && !memory::cpu_memory_tracking_installed()) {
+    throw Error("measuring a training step's memory on the CPU needs the tracking allocator, which this program has "
+                "not installed: call qtft::memory::install_cpu_memory_tracking() first thing in main()");
+  }
   RandomStateGuard keep_random_state;
 
   StepMemory r;
   const int64_t before_model = current_bytes(device);
-  auto model = build_model(options, seed);
+  auto model = infer::build_model(options, seed);
   model->set_checkpoint_policy(policy);
   model->to(device);
   model->train();

@@ -4,6 +4,13 @@
 
 #include "qtft/common/error.h"
 
+namespace qtft::memory {
+NLOHMANN_JSON_SERIALIZE_ENUM(CheckpointPolicy, {{CheckpointPolicy::None, "none"},
+                                                {CheckpointPolicy::Blocks, "blocks"},
+                                                {CheckpointPolicy::Lstm, "lstm"},
+                                                {CheckpointPolicy::Auto, "auto"}})
+}  // namespace qtft::memory
+
 namespace qtft::train {
 
 void TrainOptions::validate() const {
@@ -39,36 +46,30 @@ const char* lr_schedule_name(LrSchedule schedule) {
   return "?";
 }
 
-nlohmann::json to_json(const TrainOptions& o) {
-  return {{"epochs", o.epochs},
-          {"batch_size", o.batch_size},
-          {"learning_rate", o.learning_rate},
-          {"weight_decay", o.weight_decay},
-          {"clip_norm", o.clip_norm},
-          {"lr_schedule", lr_schedule_name(o.schedule)},
-          {"patience", o.patience},
-          {"seed", o.seed},
-          {"max_batches_per_epoch", o.max_batches_per_epoch},
-          {"freeze_observers_after_epochs", o.freeze_observers_after_epochs},
-          {"checkpoint_policy", memory::checkpoint_policy_name(o.checkpoint_policy)},
-          {"memory_budget_bytes", o.memory_budget_bytes}};
-}
+// One definition of the fields: a field added to TrainOptions and left out here is a
+// compile-time choice, not a silent omission. Missing keys read as the defaults.
+NLOHMANN_JSON_SERIALIZE_ENUM(LrSchedule, {{LrSchedule::None, "none"},
+                                          {LrSchedule::Plateau, "plateau"},
+                                          {LrSchedule::Cosine, "cosine"}})
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainOptions, epochs, batch_size, learning_rate, weight_decay, clip_norm,
+                                                lr_schedule, plateau_factor, plateau_patience, patience, seed,
+                                                eval_batch_size, max_batches_per_epoch, freeze_observers_after_epochs,
+                                                checkpoint_policy, memory_budget_bytes)
 
-TrainOptions train_options_from_json(const nlohmann::json& json, TrainOptions o) {
+nlohmann::json to_json(const TrainOptions& o) { return nlohmann::json(o); }
+
+TrainOptions train_options_from_json(const nlohmann::json& json, TrainOptions base) {
+  TrainOptions saved;
   try {
-    o.batch_size = json.at("batch_size").get<size_t>();
-    o.learning_rate = json.at("learning_rate").get<double>();
-    o.weight_decay = json.at("weight_decay").get<double>();
-    o.clip_norm = json.at("clip_norm").get<double>();
-    o.schedule = parse_lr_schedule(json.at("lr_schedule").get<std::string>());
-    o.patience = json.at("patience").get<int64_t>();
-    o.seed = json.at("seed").get<uint64_t>();
-    o.max_batches_per_epoch = json.at("max_batches_per_epoch").get<int64_t>();
-    o.freeze_observers_after_epochs = json.at("freeze_observers_after_epochs").get<int64_t>();
+    saved = json.get<TrainOptions>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("model file: malformed training options: ") + e.what());
   }
-  return o;
+  // The run's own epochs and checkpointing stay the caller's (see the header).
+  saved.epochs = base.epochs;
+  saved.checkpoint_policy = base.checkpoint_policy;
+  saved.memory_budget_bytes = base.memory_budget_bytes;
+  return saved;
 }
 
 }  // namespace qtft::train

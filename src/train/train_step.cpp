@@ -8,7 +8,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/data/batch_order.h"
-#include "qtft/train/quantile_loss.h"
+#include "qtft/eval/quantile_loss.h"
 
 namespace qtft::train {
 
@@ -24,7 +24,7 @@ data::Batch first_training_batch(const data::Dataset& dataset, const TrainOption
 at::Tensor training_step(model::TemporalFusionTransformer& model, torch::optim::Optimizer& optimizer,
                          const data::Batch& batch, double clip_norm, c10::Device device) {
   auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
-  auto loss = quantile_loss(out.quantiles, batch.target.to(device), model->options().quantiles());
+  auto loss = eval::quantile_loss(out.quantiles, batch.target.to(device), model->options().quantiles());
   optimizer.zero_grad();
   loss.backward();
   if (clip_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), clip_norm);

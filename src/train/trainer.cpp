@@ -1,11 +1,11 @@
 #include "qtft/train/trainer.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/adam.h>
 
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <numbers>
 
@@ -13,8 +13,7 @@
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
 #include "qtft/quant/observers.h"
-#include "qtft/train/evaluate.h"
-#include "qtft/train/interrupt.h"
+#include "qtft/eval/evaluate.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/train/checkpoint_choice.h"
 #include "qtft/train/step_memory.h"
@@ -44,9 +43,14 @@ nlohmann::json epoch_json(const EpochSummary& s) {
 
 }  // namespace
 
-Trainer::Trainer(model::TemporalFusionTransformer model, const data::Dataset& dataset, TrainOptions options,
-                 c10::Device device)
-    : model_(std::move(model)), dataset_(dataset), options_(std::move(options)), device_(device) {
+Trainer::Trainer(model::TemporalFusionTransformer model, std::shared_ptr<const data::Dataset> dataset,
+                 TrainOptions options, c10::Device device)
+    : model_(std::move(model)),
+      dataset_(std::move(dataset)),
+      options_(std::move(options)),
+      device_(device),
+      random_(options_.seed) {
+  if (!dataset_) throw Error("Trainer: no dataset");
   options_.validate();
   model_->to(device_);
   optimizer_ = std::make_unique<torch::optim::Adam>(
@@ -54,7 +58,7 @@ Trainer::Trainer(model::TemporalFusionTransformer model, const data::Dataset& da
       torch::optim::AdamOptions(options_.learning_rate).weight_decay(options_.weight_decay));
   state_.learning_rate = options_.learning_rate;
   state_.config = to_json(options_);
-  best_weights_ = clone_weights(*model_);
+  best_weights_ = infer::clone_weights(*model_);
   if (options_.checkpoint_policy != memory::CheckpointPolicy::Auto) {
     model_->set_checkpoint_policy(options_.checkpoint_policy);
     checkpoint_policy_chosen_ = true;
@@ -66,7 +70,7 @@ Trainer::~Trainer() = default;
 void Trainer::choose_checkpoint_policy(ProgressReporter& progress) {
   if (checkpoint_policy_chosen_) return;
   // Measured on the batch the run starts with; the measurement puts the random state back.
-  const auto batch = first_training_batch(dataset_, options_);
+  const auto batch = first_training_batch(*dataset_, options_);
   const CheckpointChoice choice = train::choose_checkpoint_policy(model_->options(), options_.seed, batch, options_,
                                                                   device_, options_.memory_budget_bytes);
   model_->set_checkpoint_policy(choice.policy);
@@ -82,9 +86,50 @@ void Trainer::set_learning_rate(double lr) {
   state_.learning_rate = lr;
 }
 
-void Trainer::resume_from(const TrainingState& saved, const NamedTensors& best_weights) {
-  copy_weights_into(*model_, saved.current_weights, "resume state");
+void Trainer::resume_from(const infer::TrainingState& saved, const infer::NamedTensors& best_weights) {
+  // Everything is checked before anything changes: a malformed state leaves the trainer as it was.
   std::map<std::string, at::Tensor> moments(saved.optimizer.begin(), saved.optimizer.end());
+  {
+    std::string problems;
+    std::set<std::string> expected;
+    for (const auto& p : model_->named_parameters()) {
+      auto exp_avg = moments.find(p.key() + ".exp_avg");
+      if (exp_avg == moments.end()) continue;
+      for (const char* part : {".exp_avg", ".exp_avg_sq", ".step"}) {
+        const std::string name = p.key() + part;
+        expected.insert(name);
+        auto it = moments.find(name);
+        const bool is_step = std::string(part) == ".step";
+        if (it == moments.end()) {
+          problems += "\n  missing: " + name;
+        } else if (is_step ? (it->second.numel() != 1 || it->second.scalar_type() != at::kLong)
+                           : (it->second.sizes() != p.value().sizes() || it->second.scalar_type() != p.value().scalar_type())) {
+          problems += "\n  " + name + ": " + std::string(c10::toString(it->second.scalar_type())) + " " +
+                      c10::str(it->second.sizes()) + " does not fit parameter " + c10::str(p.value().sizes());
+        }
+      }
+    }
+    for (const auto& [name, _] : moments) {
+      if (!expected.count(name)) problems += "\n  unexpected: " + name;
+    }
+    if (!problems.empty()) throw Error("resume state: the optimizer state does not fit the model:" + problems);
+    if (saved.epochs_completed < 0 || saved.batches_done_in_epoch < 0 || saved.global_step < 0 ||
+        saved.best_epoch < 0 || saved.best_epoch > saved.epochs_completed) {
+      throw Error("resume state: inconsistent counters (epochs_completed " + std::to_string(saved.epochs_completed) +
+                  ", batches_done_in_epoch " + std::to_string(saved.batches_done_in_epoch) + ", best_epoch " +
+                  std::to_string(saved.best_epoch) + ")");
+    }
+    if (saved.cpu_rng_state.defined()) {
+      try {
+        memory::CpuRandomStream(0).set_state(saved.cpu_rng_state);
+      } catch (const c10::Error&) {
+        throw Error("resume state: resume.rng.cpu is not a random generator state (" +
+                    std::string(c10::toString(saved.cpu_rng_state.scalar_type())) + " " +
+                    c10::str(saved.cpu_rng_state.sizes()) + ")");
+      }
+    }
+  }
+  infer::copy_weights_into(*model_, saved.current_weights, "resume state");  // checks all, then copies
   auto& states = optimizer_->state();
   for (const auto& p : model_->named_parameters()) {
     auto exp_avg = moments.find(p.key() + ".exp_avg");
@@ -101,16 +146,13 @@ void Trainer::resume_from(const TrainingState& saved, const NamedTensors& best_w
   // Resuming means continuing up to this run's --epochs, even after a finished run.
   state_.finished = false;
   set_learning_rate(saved.learning_rate);
-  if (saved.cpu_rng_state.defined()) {
-    auto generator = at::detail::getDefaultCPUGenerator();  // a handle; set_state is not const
-    generator.set_state(saved.cpu_rng_state);
-  }
+  if (saved.cpu_rng_state.defined()) random_.set_state(saved.cpu_rng_state);
   best_weights_ = best_weights;
 }
 
-TrainingState Trainer::state() const {
-  TrainingState s = state_;
-  s.current_weights = clone_weights(*model_);
+infer::TrainingState Trainer::state() const {
+  infer::TrainingState s = state_;
+  s.current_weights = infer::clone_weights(*model_);
   s.optimizer.clear();
   const auto& states = optimizer_->state();
   for (const auto& p : model_->named_parameters()) {
@@ -121,11 +163,11 @@ TrainingState Trainer::state() const {
     s.optimizer.emplace_back(p.key() + ".exp_avg_sq", st.exp_avg_sq().to(at::kCPU).clone());
     s.optimizer.emplace_back(p.key() + ".step", at::scalar_tensor(st.step(), at::kLong));
   }
-  s.cpu_rng_state = at::detail::getDefaultCPUGenerator().get_state();
+  s.cpu_rng_state = random_.state();
   return s;
 }
 
-NamedTensors Trainer::best_weights() const { return best_weights_; }
+infer::NamedTensors Trainer::best_weights() const { return best_weights_; }
 
 double Trainer::train_step(const std::vector<size_t>& indices) {
   int64_t held_before = 0, state_before = 0;
@@ -136,8 +178,9 @@ double Trainer::train_step(const std::vector<size_t>& indices) {
     state_before = training_state_bytes(*model_, *optimizer_);
     memory::reset_peak(device_);
   }
-  auto batch = data::make_batch(dataset_, data::Split::Train, indices);
-  at::Tensor loss = training_step(model_, *optimizer_, batch, options_.clip_norm, device_);
+  auto batch = data::make_batch(*dataset_, data::Split::Train, indices);
+  at::Tensor loss;
+  random_.run([&] { loss = training_step(model_, *optimizer_, batch, options_.clip_norm, device_); });
   const double value = loss.item<double>();  // waits for the step on CUDA
   if (track_memory_) {
     const int64_t step_peak = memory::memory_stats(device_).peak_bytes - held_before + state_before;
@@ -152,17 +195,17 @@ void Trainer::end_epoch(EpochSummary& s) {
   if (options_.freeze_observers_after_epochs > 0 && s.epoch == options_.freeze_observers_after_epochs) {
     quant::freeze_observers(*model_);
   }
-  s.val = evaluate_model(model_, dataset_, data::Split::Validation, options_.eval_batch_size, device_);
+  s.val = eval::evaluate_model(model_, *dataset_, data::Split::Validation, options_.eval_batch_size, device_);
   s.improved = s.val.loss < state_.best_val_loss;
   if (s.improved) {
     state_.best_val_loss = s.val.loss;
     state_.best_epoch = s.epoch;
     state_.epochs_without_improvement = 0;
-    best_weights_ = clone_weights(*model_);
+    best_weights_ = infer::clone_weights(*model_);
   } else {
     ++state_.epochs_without_improvement;
   }
-  switch (options_.schedule) {
+  switch (options_.lr_schedule) {
     case LrSchedule::None: break;
     case LrSchedule::Plateau:
       state_.plateau_wait = s.improved ? 0 : state_.plateau_wait + 1;
@@ -184,10 +227,10 @@ void Trainer::end_epoch(EpochSummary& s) {
   state_.epoch_samples = 0;
 }
 
-TrainResult Trainer::fit(ProgressReporter& progress) {
+TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>& stop_requested) {
   TrainResult result;
   auto run_start = Clock::now();
-  const size_t windows = dataset_.num_windows(data::Split::Train);
+  const size_t windows = dataset_->num_windows(data::Split::Train);
   data::BatchOrder order(windows, options_.batch_size, options_.seed, true);
   size_t batches = order.num_batches();
   if (options_.max_batches_per_epoch > 0) {
@@ -223,7 +266,7 @@ TrainResult Trainer::fit(ProgressReporter& progress) {
       double done_here = static_cast<double>(b + 1 - start_batch);
       double eta = elapsed / done_here * static_cast<double>(batches - b - 1);
       progress.batch_done(b + 1, batches, loss, rate, eta);
-      if (interrupt_requested()) {
+      if (stop_requested && stop_requested()) {
         result.interrupted = true;
         break;
       }

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "qtft/train/model_file.h"
-#include "qtft/train/model_io.h"
+#include "qtft/infer/model_file.h"
+#include "qtft/infer/model_io.h"
 #include "qtft/quant/observers.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
@@ -32,7 +32,7 @@ class QatCli : public ::testing::Test {
     return run;
   }
   std::vector<quant::ObserverStats> observers(const std::string& path) {
-    auto loaded = train::load_model(path, c10::Device(c10::kCPU));
+    auto loaded = infer::load_model(path, c10::Device(c10::kCPU));
     return quant::observer_stats(*loaded.model);
   }
   test::TempDir dir_;
@@ -85,7 +85,7 @@ TEST_F(QatCli, QuantizeCalibratesAndFreezesAnFp32Model) {
   auto run = run_qtft(dir_, "quantize --load-model " + fp32 + " --parquet-file " + data_ +
                                 " --calibration-batches 4 --batch-size 16 --save-model " + ptq);
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_THAT(run.out, HasSubstr("Validation loss: source model"));
+  EXPECT_THAT(run.out, HasSubstr("Loss on the validation split: source model"));
   auto stats = observers(ptq);
   ASSERT_FALSE(stats.empty());
   for (const auto& s : stats) {

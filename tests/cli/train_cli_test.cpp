@@ -6,7 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "qtft/train/model_file.h"
+#include "qtft/infer/model_file.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
 
@@ -115,7 +115,7 @@ TEST_F(TrainCli, CtrlCSavesACheckpointThatResumeContinues) {
                       "timeout --foreground --preserve-status -s INT 8");
   ASSERT_EQ(run.exit_code, 130) << run.out << run.err;
   EXPECT_THAT(run.err, HasSubstr("saved a resumable checkpoint to " + checkpoint));
-  auto saved = train::load_model_file(checkpoint);
+  auto saved = infer::load_model_file(checkpoint);
   ASSERT_TRUE(saved.training.has_value());
   EXPECT_FALSE(saved.training->finished);
 
@@ -124,7 +124,7 @@ TEST_F(TrainCli, CtrlCSavesACheckpointThatResumeContinues) {
                            std::to_string(next) + " --save-model " + dir_.file("resumed.safetensors"));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("Resuming after epoch " + std::to_string(next - 1)));
-  auto resumed = train::load_model_file(dir_.file("resumed.safetensors"));
+  auto resumed = infer::load_model_file(dir_.file("resumed.safetensors"));
   EXPECT_EQ(resumed.training->epochs_completed, next);
   EXPECT_TRUE(resumed.training->finished);
 }

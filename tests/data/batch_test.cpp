@@ -46,8 +46,8 @@ TEST(Batch, HoldsTheWindowsRowsExactly) {
   auto d = Dataset::build(bars, o);
   std::vector<size_t> indices{5, 0, d.num_windows(Split::Train) - 1};
   auto batch = make_batch(d, Split::Train, indices);
-  EXPECT_EQ(batch.observed.sizes(), (std::vector<int64_t>{3, 8, 4}));
-  EXPECT_EQ(batch.known.sizes(), (std::vector<int64_t>{3, 11, 5}));
+  EXPECT_EQ(batch.observed.sizes(), (std::vector<int64_t>{3, 8, 5}));
+  EXPECT_EQ(batch.known.sizes(), (std::vector<int64_t>{3, 11, 4}));
   EXPECT_EQ(batch.target.sizes(), (std::vector<int64_t>{3, 3}));
   EXPECT_EQ(batch.symbol.sizes(), (std::vector<int64_t>{3}));
   for (int64_t i = 0; i < 3; ++i) {
@@ -55,12 +55,12 @@ TEST(Batch, HoldsTheWindowsRowsExactly) {
     const auto& s = d.series()[w.series];
     EXPECT_EQ(batch.symbol[i].item<int64_t>(), s.symbol_id);
     for (int64_t t = 0; t < 8; ++t) {
-      for (int64_t j = 0; j < 4; ++j) {
-        ASSERT_EQ(batch.observed[i][t][j].item<float>(), s.observed[(w.start + t) * 4 + j]);
+      for (int64_t j = 0; j < 5; ++j) {
+        ASSERT_EQ(batch.observed[i][t][j].item<float>(), s.observed[(w.start + t) * 5 + j]);
       }
     }
     for (int64_t t = 0; t < 11; ++t) {
-      ASSERT_EQ(batch.known[i][t][4].item<float>(), s.known[(w.start + t) * 5 + 4]);
+      ASSERT_EQ(batch.known[i][t][3].item<float>(), s.known[(w.start + t) * 4 + 3]);
     }
     // The decoder targets are the rows after the encoder, never the encoder's own rows.
     for (int64_t h = 0; h < 3; ++h) {

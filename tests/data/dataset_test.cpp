@@ -41,14 +41,16 @@ TEST(Features, HandComputedValues) {
   EXPECT_DOUBLE_EQ(f.observed[1], std::log(104.0 / 100.0));  // hl_range
   EXPECT_DOUBLE_EQ(f.observed[2], std::log(102.0 / 100.0));  // close_open
   EXPECT_DOUBLE_EQ(f.observed[3], std::log(100.0));          // log(1 + 99)
+  EXPECT_DOUBLE_EQ(f.observed[4], std::log(361.0));          // bar_gap: log(1 + 360 minutes)
   // Noon: time-of-day phase pi; Monday: day-of-week phase 0.
   EXPECT_NEAR(f.known[0], 0.0, 1e-15);
   EXPECT_DOUBLE_EQ(f.known[1], -1.0);
   EXPECT_DOUBLE_EQ(f.known[2], 0.0);
   EXPECT_DOUBLE_EQ(f.known[3], 1.0);
-  EXPECT_DOUBLE_EQ(f.known[4], std::log(361.0));
-  EXPECT_EQ(f.observed_names, (std::vector<std::string>{"log_return", "hl_range", "close_open", "log_volume"}));
-  EXPECT_EQ(observed_feature_names(false, false), std::vector<std::string>{"log_return"});
+  EXPECT_EQ(f.known.size(), 4u);
+  EXPECT_EQ(f.observed_names,
+            (std::vector<std::string>{"log_return", "hl_range", "close_open", "log_volume", "bar_gap"}));
+  EXPECT_EQ(observed_feature_names(false, false), (std::vector<std::string>{"log_return", "bar_gap"}));
 }
 
 TEST(Dataset, SplitsChronologicallyWithoutWindowsCrossingBoundaries) {
@@ -100,14 +102,15 @@ TEST(Dataset, NormalizationComesFromTheTrainingSplitOnly) {
   // And they equal the moments of the first 60 feature rows, computed here directly.
   auto raw = compute_raw_features(bars.series[0], true, true);
   double mean = 0, var = 0;
-  for (int r = 0; r < 60; ++r) mean += raw.observed[r * 4 + 3];
+  constexpr int kWidth = 5;  // log_return, hl_range, close_open, log_volume, bar_gap
+  for (int r = 0; r < 60; ++r) mean += raw.observed[r * kWidth + 3];
   mean /= 60;
-  for (int r = 0; r < 60; ++r) var += std::pow(raw.observed[r * 4 + 3] - mean, 2);
+  for (int r = 0; r < 60; ++r) var += std::pow(raw.observed[r * kWidth + 3] - mean, 2);
   EXPECT_NEAR(d.spec().observed[3].mean, mean, 1e-12);
   EXPECT_NEAR(d.spec().observed[3].std, std::sqrt(var / 60), 1e-12);
   // Normalized training rows have mean 0 and std 1.
   double sum = 0;
-  for (int r = 0; r < 60; ++r) sum += d.series()[0].observed[r * 4 + 3];
+  for (int r = 0; r < 60; ++r) sum += d.series()[0].observed[r * kWidth + 3];
   EXPECT_NEAR(sum / 60, 0.0, 1e-5);
 }
 
@@ -138,8 +141,47 @@ TEST(Dataset, SavedSpecIsAppliedAndChecked) {
   auto no_volume = other;
   no_volume.has_volume = false;
   EXPECT_THAT(test::error_message([&] { Dataset::build(no_volume, small_options(), trained.spec()); }),
-              HasSubstr("trained on the inputs [log_return, hl_range, close_open, log_volume] but this file gives "
-                        "[log_return, hl_range, close_open]"));
+              HasSubstr("the model was trained on bars with volume (input log_volume) but this file has none"));
+  auto close_only = other;
+  close_only.has_range = false;
+  EXPECT_THAT(test::error_message([&] { Dataset::build(close_only, small_options(), trained.spec()); }),
+              HasSubstr("trained on open/high/low bars"));
+}
+
+TEST(Dataset, AOneSymbolModelAppliesToItsSeriesUnderAnyNameAndIgnoresExtraColumns) {
+  auto bars = test::regular_bar_set(101, 1);
+  bars.has_volume = false;  // the model reads no volume
+  for (auto& s : bars.series) s.volume.clear();
+  auto trained = Dataset::build(bars, small_options());
+  auto renamed = test::regular_bar_set(101, 1);  // with volume, which the model ignores
+  renamed.series[0].symbol = "recent";
+  auto applied = Dataset::build(renamed, small_options(), trained.spec());
+  EXPECT_EQ(applied.series()[0].symbol, "S0");  // the model's name for it
+  EXPECT_EQ(applied.series()[0].observed.size(), trained.series()[0].observed.size());
+  EXPECT_EQ(applied.series()[0].observed, trained.series()[0].observed);
+  // Two series are not "the" series: each name must be known.
+  auto two = test::regular_bar_set(101, 2);
+  EXPECT_THAT(test::error_message([&] { Dataset::build(two, small_options(), trained.spec()); }),
+              HasSubstr("symbol 'S1' was not in the training data (known: S0)"));
+}
+
+TEST(Dataset, KnownInputsAreAFunctionOfTheTimestampAlone) {
+  auto bars = test::regular_bar_set(101, 1);
+  auto d = Dataset::build(bars, small_options());
+  const auto& s = d.series()[0];
+  auto known = known_inputs_at(s.timestamp_ns, d.spec());
+  EXPECT_EQ(known, s.known);
+  // A week's halt before bar 50 (same time of day, same weekday after it): the known inputs
+  // do not see it; the observed bar_gap of row 49, which describes bar 50, does.
+  auto halted = bars;
+  for (size_t i = 50; i < halted.series[0].size(); ++i) halted.series[0].timestamp_ns[i] += 7 * 86'400'000'000'000LL;
+  auto h = Dataset::build(halted, small_options(), d.spec());
+  EXPECT_EQ(h.series()[0].known, s.known);
+  constexpr size_t kWidth = 5, kBarGap = 4;
+  for (size_t r = 0; r < s.rows(); ++r) {
+    const bool changed = h.series()[0].observed[r * kWidth + kBarGap] != s.observed[r * kWidth + kBarGap];
+    EXPECT_EQ(changed, r == 49) << "row " << r;
+  }
 }
 
 TEST(Dataset, TooFewRowsForOneWindowNamesTheNeed) {

@@ -13,7 +13,7 @@
 #include "qtft/memory/checkpoint_policy.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
-#include "qtft/train/model_io.h"
+#include "qtft/infer/model_io.h"
 #include "qtft/train/train_step.h"
 #include "support/tiny_model.h"
 
@@ -42,7 +42,7 @@ TrainingRun train_steps(Quant quant, CheckpointPolicy policy, int steps = 3, int
   const data::Dataset d = test::tiny_dataset();
   model::TftOptions options = test::tiny_model_options(d);
   options.dropout(0.2).use_qat(quant != Quant::Fp32).lstm_layers(lstm_layers);
-  auto model = train::build_model(options, 7);
+  auto model = infer::build_model(options, 7);
   if (quant != Quant::Fp32) train::calibrate_observers(model, d, 2, 16, 42, kCpu);
   if (quant == Quant::QatFrozen) quant::freeze_observers(*model);
   model->set_checkpoint_policy(policy);

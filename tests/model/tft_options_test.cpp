@@ -65,6 +65,26 @@ TEST(TftOptionsTest, QuantilesMustBeSortedNonEmptyAndInsideTheUnitInterval) {
   EXPECT_NO_THROW(valid().quantiles({0.02, 0.1, 0.25, 0.5, 0.75, 0.9, 0.98}).validate());
 }
 
+TEST(TftOptionsTest, QuantilesMustIncludeTheMedian) {
+  // One rule for every command: forecasts, prices and RMSE all read the 0.5 quantile.
+  EXPECT_THAT(usage_error([](TftOptions& o) { o.quantiles({0.1, 0.9}); }), HasSubstr("must include 0.5"));
+}
+
+TEST(TftOptionsTest, SizesHaveUpperBounds) {
+  // A mistyped flag or a tampered model file fails before anything is allocated.
+  EXPECT_THAT(usage_error([](TftOptions& o) { o.hidden_size(100000).attention_heads(1); }),
+              HasSubstr("--hidden-size must be at most 1024, got 100000"));
+  EXPECT_THAT(usage_error([](TftOptions& o) { o.lstm_layers(100000); }),
+              HasSubstr("--lstm-layers must be at most 8, got 100000"));
+  EXPECT_THAT(usage_error([](TftOptions& o) { o.encoder_length(1 << 20); }), HasSubstr("--encoder-length"));
+  EXPECT_THAT(usage_error([](TftOptions& o) { o.horizon(5000); }), HasSubstr("--horizon"));
+  EXPECT_THAT(usage_error([](TftOptions& o) { o.hidden_size(128).attention_heads(128); }),
+              HasSubstr("--attention-heads"));
+  EXPECT_NO_THROW(valid().hidden_size(TftOptions::kMaxHiddenSize).lstm_layers(TftOptions::kMaxLstmLayers).validate());
+  EXPECT_THAT(error_message([] { TftOptions(200, 100, 2, 64, 8).validate(); }), HasSubstr("at most 256"));
+  EXPECT_THAT(error_message([] { TftOptions(4, 5, 2'000'000, 64, 8).validate(); }), HasSubstr("num_symbols"));
+}
+
 TEST(TftOptionsTest, DataSizesThrowPlainErrors) {
   // Not usage errors: no flag sets them, they come from the data.
   EXPECT_THAT(error_message([] { TftOptions(4, 0, 2, 64, 8).validate(); }), HasSubstr("num_known"));

@@ -11,9 +11,9 @@
 #include "qtft/data/batch.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
-#include "qtft/train/model_file.h"
-#include "qtft/train/model_io.h"
-#include "qtft/train/quantile_loss.h"
+#include "qtft/infer/model_file.h"
+#include "qtft/infer/model_io.h"
+#include "qtft/eval/quantile_loss.h"
 #include "qtft/train/trainer.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"
@@ -27,9 +27,9 @@ model::TftOptions qat_options(const data::Dataset& d, int64_t weight_bits = 8) {
   return test::tiny_model_options(d).use_qat(true).weight_bits(weight_bits);
 }
 
-NamedTensors observer_buffers(torch::nn::Module& model) {
-  NamedTensors out;
-  for (const auto& [name, t] : clone_weights(model)) {
+infer::NamedTensors observer_buffers(torch::nn::Module& model) {
+  infer::NamedTensors out;
+  for (const auto& [name, t] : infer::clone_weights(model)) {
     if (quant::is_observer_state(name)) out.emplace_back(name, t);
   }
   return out;
@@ -37,7 +37,7 @@ NamedTensors observer_buffers(torch::nn::Module& model) {
 
 TEST(QatModel, HasObserversWithReadableNames) {
   auto d = test::tiny_dataset();
-  auto model = build_model(qat_options(d), 1);
+  auto model = infer::build_model(qat_options(d), 1);
   std::vector<std::string> names;
   for (const auto& s : quant::observer_stats(*model)) names.push_back(s.name);
   using ::testing::Contains;
@@ -51,18 +51,18 @@ TEST(QatModel, HasObserversWithReadableNames) {
   EXPECT_THAT(names, Contains("quantile_outputs.output_layer"));
   EXPECT_THAT(names, Contains("observed_embeddings.0"));
   // An FP32 model has none.
-  EXPECT_TRUE(quant::observer_stats(*build_model(test::tiny_model_options(d), 1)).empty());
+  EXPECT_TRUE(quant::observer_stats(*infer::build_model(test::tiny_model_options(d), 1)).empty());
 }
 
 TEST(QatModel, EveryObserverCountsCalibrationAndTrainingStepsExactly) {
   auto d = test::tiny_dataset();
-  auto model = build_model(qat_options(d), 1);
+  auto model = infer::build_model(qat_options(d), 1);
   calibrate_observers(model, d, 3, 16, 42, kCpu);
   for (const auto& s : quant::observer_stats(*model)) EXPECT_EQ(s.samples, 3) << s.name;
   auto options = test::tiny_train_options();
   options.epochs = 1;
   options.max_batches_per_epoch = 4;
-  Trainer trainer(model, d, options, kCpu);
+  Trainer trainer(model, test::shared(d), options, kCpu);
   ProgressReporter quiet;
   trainer.fit(quiet);  // 4 steps; validation runs in eval mode and must not count
   for (const auto& s : quant::observer_stats(*model)) EXPECT_EQ(s.samples, 3 + 4) << s.name;
@@ -70,13 +70,13 @@ TEST(QatModel, EveryObserverCountsCalibrationAndTrainingStepsExactly) {
 
 TEST(QatModel, FrozenObserversStayBitwiseUnchangedThroughTraining) {
   auto d = test::tiny_dataset();
-  auto model = build_model(qat_options(d), 1);
+  auto model = infer::build_model(qat_options(d), 1);
   calibrate_observers(model, d, 2, 16, 42, kCpu);
   quant::freeze_observers(*model);
   EXPECT_TRUE(quant::observers_frozen(*model));
   auto before = observer_buffers(*model);
-  auto weights_before = clone_weights(*model);
-  Trainer trainer(model, d, test::tiny_train_options(), kCpu);
+  auto weights_before = infer::clone_weights(*model);
+  Trainer trainer(model, test::shared(d), test::tiny_train_options(), kCpu);
   ProgressReporter quiet;
   trainer.fit(quiet);
   auto after = observer_buffers(*model);
@@ -85,15 +85,15 @@ TEST(QatModel, FrozenObserversStayBitwiseUnchangedThroughTraining) {
     EXPECT_TRUE(at::equal(before[i].second, after[i].second)) << before[i].first;
   }
   // Training itself happened: the comparison above is not between untouched models.
-  EXPECT_FALSE(at::equal(weights_before[0].second, clone_weights(*model)[0].second));
+  EXPECT_FALSE(at::equal(weights_before[0].second, infer::clone_weights(*model)[0].second));
 }
 
 TEST(QatModel, LiveObserversMoveDuringTraining) {
   auto d = test::tiny_dataset();
-  auto model = build_model(qat_options(d), 1);
+  auto model = infer::build_model(qat_options(d), 1);
   calibrate_observers(model, d, 1, 16, 42, kCpu);
   auto before = observer_buffers(*model);
-  Trainer trainer(model, d, test::tiny_train_options(), kCpu);
+  Trainer trainer(model, test::shared(d), test::tiny_train_options(), kCpu);
   ProgressReporter quiet;
   trainer.fit(quiet);
   auto after = observer_buffers(*model);
@@ -105,12 +105,12 @@ TEST(QatModel, LiveObserversMoveDuringTraining) {
 TEST(QatModel, SavedAndReloadedModelKeepsObserversAndOutputsExactly) {
   auto d = test::tiny_dataset();
   auto options = qat_options(d, 4);
-  auto model = build_model(options, 1);
+  auto model = infer::build_model(options, 1);
   calibrate_observers(model, d, 3, 16, 42, kCpu);
   test::TempDir dir;
   auto path = dir.file("qat.safetensors");
-  save_model_file(path, {options, d.spec(), d.options(), named_weights(*model), std::nullopt});
-  auto loaded = load_model(path, kCpu);
+  infer::save_model_file(path, {options, d.spec(), d.options(), infer::named_weights(*model), std::nullopt});
+  auto loaded = infer::load_model(path, kCpu);
   EXPECT_EQ(loaded.file.options.weight_bits(), 4);
   auto a = quant::observer_stats(*model), b = quant::observer_stats(*loaded.model);
   ASSERT_EQ(a.size(), b.size());
@@ -132,18 +132,18 @@ TEST(QatModel, SavedAndReloadedModelKeepsObserversAndOutputsExactly) {
 
 TEST(QatModel, EveryParameterReceivesAGradient) {
   auto d = test::tiny_dataset();
-  auto model = build_model(qat_options(d), 1);
+  auto model = infer::build_model(qat_options(d), 1);
   calibrate_observers(model, d, 1, 16, 42, kCpu);
   model->train();
   std::vector<size_t> ids{0, 1, 2, 3};
   auto batch = data::make_batch(d, data::Split::Train, ids);
-  // Random inputs: the tiny data's bar_gap is constant (normalized to exactly 0), which
+  // Random inputs: the tiny data's regular bars make bar_gap constant (normalized to exactly 0), which
   // would leave its embedding weight without gradient in any model.
   torch::manual_seed(3);
   batch.observed = at::randn_like(batch.observed);
   batch.known = at::randn_like(batch.known);
   auto out = model->forward(batch.observed, batch.known, batch.symbol);
-  quantile_loss(out.quantiles, batch.target, model->options().quantiles()).backward();
+  eval::quantile_loss(out.quantiles, batch.target, model->options().quantiles()).backward();
   for (const auto& p : model->named_parameters()) {
     ASSERT_TRUE(p.value().grad().defined()) << p.key();
     EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0.0) << p.key();
@@ -153,16 +153,16 @@ TEST(QatModel, EveryParameterReceivesAGradient) {
 TEST(QatModel, ConvertingAnFp32ModelKeepsItsWeights) {
   auto d = test::tiny_dataset();
   auto options = test::tiny_model_options(d);
-  auto model = build_model(options, 1);
+  auto model = infer::build_model(options, 1);
   test::TempDir dir;
   auto path = dir.file("fp32.safetensors");
-  save_model_file(path, {options, d.spec(), d.options(), named_weights(*model), std::nullopt});
-  auto loaded = load_model(path, kCpu);
-  convert_to_qat(loaded, 8, 8, kCpu);
+  infer::save_model_file(path, {options, d.spec(), d.options(), infer::named_weights(*model), std::nullopt});
+  auto loaded = infer::load_model(path, kCpu);
+  infer::convert_to_qat(loaded, 8, 8, kCpu);
   EXPECT_TRUE(loaded.model->options().use_qat());
-  auto fp32 = named_weights(*model);
+  auto fp32 = infer::named_weights(*model);
   std::map<std::string, at::Tensor> qat;
-  for (const auto& [name, t] : named_weights(*loaded.model)) qat[name] = t;
+  for (const auto& [name, t] : infer::named_weights(*loaded.model)) qat[name] = t;
   for (const auto& [name, t] : fp32) EXPECT_TRUE(at::equal(t, qat.at(name))) << name;
   EXPECT_GT(qat.size(), fp32.size());  // plus the observers
 }

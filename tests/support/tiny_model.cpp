@@ -1,6 +1,6 @@
 #include "support/tiny_model.h"
 
-#include "qtft/train/model_io.h"
+#include "qtft/infer/model_io.h"
 
 #include "support/bar_files.h"
 
@@ -15,7 +15,7 @@ data::Dataset tiny_dataset() {
 }
 
 model::TftOptions tiny_model_options(const data::Dataset& d) {
-  return train::model_options_for(d)
+  return infer::model_options_for(d)
       .hidden_size(8)
       .attention_heads(2)
       .dropout(0.1);

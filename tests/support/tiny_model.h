@@ -1,5 +1,7 @@
 #pragma once
 
+#include <memory>
+
 #include "qtft/data/dataset.h"
 #include "qtft/model/tft.h"
 #include "qtft/train/train_options.h"
@@ -11,5 +13,9 @@ namespace qtft::test {
 data::Dataset tiny_dataset();
 model::TftOptions tiny_model_options(const data::Dataset& dataset);
 train::TrainOptions tiny_train_options();
+// A copy that a Trainer can share.
+inline std::shared_ptr<const data::Dataset> shared(const data::Dataset& dataset) {
+  return std::make_shared<const data::Dataset>(dataset);
+}
 
 }  // namespace qtft::test

@@ -1,12 +1,18 @@
 // The training loop's promises: bit-identical runs for a seed, exact resume after an
 // interrupt, and the best epoch's weights kept.
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/equal.h>
+#include <torch/utils.h>
 #include <gtest/gtest.h>
 
-#include "qtft/train/evaluate.h"
-#include "qtft/train/interrupt.h"
-#include "qtft/train/model_file.h"
-#include "qtft/train/model_io.h"
+#include <atomic>
+#include <type_traits>
+
+#include "memory/bitwise.h"
+#include "qtft/eval/evaluate.h"
+#include "qtft/infer/model_file.h"
+#include "qtft/infer/model_io.h"
+#include "qtft/memory/rng_state.h"
 #include "qtft/train/trainer.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"
@@ -16,38 +22,44 @@ namespace {
 
 const c10::Device kCpu(c10::kCPU);
 
-void expect_bitwise_equal(const NamedTensors& a, const NamedTensors& b) {
+void expect_bitwise_equal(const infer::NamedTensors& a, const infer::NamedTensors& b) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].first, b[i].first);
-    EXPECT_TRUE(at::equal(a[i].second, b[i].second)) << a[i].first;
+    EXPECT_TRUE(test::bitwise_equal(a[i].second, b[i].second)) << a[i].first;
   }
 }
 
-// Interrupts (as Ctrl-C would) once `at_batch` batches of epoch `at_epoch` are done.
+// Asks for a stop (as Ctrl-C would) once `at_batch` batches of epoch `at_epoch` are done.
 class InterruptAt : public ProgressReporter {
  public:
   InterruptAt(int64_t at_epoch, size_t at_batch) : at_epoch_(at_epoch), at_batch_(at_batch) {}
   void epoch_started(int64_t epoch, int64_t, size_t) override { epoch_ = epoch; }
   void batch_done(size_t done, size_t, double, double, double) override {
-    if (epoch_ == at_epoch_ && done == at_batch_) request_interrupt();
+    if (epoch_ == at_epoch_ && done == at_batch_) stop = true;
   }
+  std::atomic<bool> stop = false;
 
  private:
   int64_t at_epoch_, epoch_ = 0;
   size_t at_batch_;
 };
 
+// A trainer cannot hold a dataset that dies before it: the dataset is shared, never a
+// reference a temporary could bind to.
+static_assert(!std::is_constructible_v<Trainer, model::TemporalFusionTransformer, const data::Dataset&, TrainOptions,
+                                       c10::Device>);
+
 struct Run {
   TrainResult result;
-  TrainingState state;
-  NamedTensors best;
+  infer::TrainingState state;
+  infer::NamedTensors best;
 };
 
-Run train_once(const data::Dataset& d, ProgressReporter& progress) {
-  auto model = build_model(test::tiny_model_options(d), 7);
-  Trainer trainer(model, d, test::tiny_train_options(), kCpu);
-  auto result = trainer.fit(progress);
+Run train_once(const data::Dataset& d, ProgressReporter& progress, const std::function<bool()>& stop = {}) {
+  auto model = infer::build_model(test::tiny_model_options(d), 7);
+  Trainer trainer(model, test::shared(d), test::tiny_train_options(), kCpu);
+  auto result = trainer.fit(progress, stop);
   return {result, trainer.state(), trainer.best_weights()};
 }
 
@@ -64,7 +76,7 @@ TEST(Trainer, SameSeedGivesBitIdenticalLossesAndWeights) {
   expect_bitwise_equal(a.state.current_weights, b.state.current_weights);
   expect_bitwise_equal(a.state.optimizer, b.state.optimizer);
   // Training moved the weights: the comparison above is not between two untouched models.
-  auto untouched = clone_weights(*build_model(test::tiny_model_options(d), 7));
+  auto untouched = infer::clone_weights(*infer::build_model(test::tiny_model_options(d), 7));
   EXPECT_FALSE(at::equal(untouched[0].second, a.state.current_weights[0].second));
 }
 
@@ -74,19 +86,17 @@ TEST(Trainer, ResumingAnInterruptedRunIsExact) {
   auto straight = train_once(d, quiet);
 
   // Stop mid-epoch 2, save a checkpoint file, load it into fresh objects, continue.
-  clear_interrupt();
   InterruptAt stop(2, 4);
-  auto interrupted = train_once(d, stop);
-  clear_interrupt();
+  auto interrupted = train_once(d, stop, [&] { return stop.stop.load(); });
   ASSERT_TRUE(interrupted.result.interrupted);
   EXPECT_EQ(interrupted.state.epochs_completed, 1);
   EXPECT_EQ(interrupted.state.batches_done_in_epoch, 4);
   test::TempDir dir;
   auto path = dir.file("checkpoint.safetensors");
-  save_model_file(path, {test::tiny_model_options(d), d.spec(), d.options(), interrupted.best, interrupted.state});
+  infer::save_model_file(path, {test::tiny_model_options(d), d.spec(), d.options(), interrupted.best, interrupted.state});
 
-  auto loaded = load_model(path, kCpu);
-  Trainer resumed(loaded.model, d, test::tiny_train_options(), kCpu);
+  auto loaded = infer::load_model(path, kCpu);
+  Trainer resumed(loaded.model, test::shared(d), test::tiny_train_options(), kCpu);
   resumed.resume_from(*loaded.file.training, loaded.file.weights);
   auto result = resumed.fit(quiet);
   EXPECT_FALSE(result.interrupted);
@@ -105,9 +115,9 @@ TEST(Trainer, KeepsTheBestEpochsWeights) {
   ProgressReporter quiet;
   auto run = train_once(d, quiet);
   ASSERT_GE(run.result.best_epoch, 1);
-  auto model = build_model(test::tiny_model_options(d), 99);
-  copy_weights_into(*model, run.best, "best");
-  auto metrics = evaluate_model(model, d, data::Split::Validation, 64, kCpu);
+  auto model = infer::build_model(test::tiny_model_options(d), 99);
+  infer::copy_weights_into(*model, run.best, "best");
+  auto metrics = eval::evaluate_model(model, d, data::Split::Validation, 64, kCpu);
   const auto& best = run.state.history[static_cast<size_t>(run.result.best_epoch - 1)];
   EXPECT_EQ(metrics.loss, best["val_loss"].get<double>());
   for (const auto& epoch : run.state.history) EXPECT_GE(epoch["val_loss"].get<double>(), metrics.loss);
@@ -119,12 +129,26 @@ TEST(Trainer, EarlyStoppingEndsTheRun) {
   options.epochs = 50;
   options.patience = 1;
   options.learning_rate = 0.3;  // too high to keep improving
-  Trainer trainer(build_model(test::tiny_model_options(d), 7), d, options, kCpu);
+  Trainer trainer(infer::build_model(test::tiny_model_options(d), 7), test::shared(d), options, kCpu);
   ProgressReporter quiet;
   auto result = trainer.fit(quiet);
   EXPECT_TRUE(result.stopped_early);
   EXPECT_LT(result.epochs_completed, 50);
   EXPECT_EQ(result.epochs_completed, result.best_epoch + 1);
+}
+
+TEST(Trainer, LeavesTheProcesssRandomStreamAlone) {
+  // Building, training and loading draw from streams of their own: the default generator
+  // is where the caller left it, and a run's numbers do not depend on it.
+  auto d = test::tiny_dataset();
+  ProgressReporter quiet;
+  torch::manual_seed(123);
+  const auto before = at::detail::getDefaultCPUGenerator().get_state();
+  auto a = train_once(d, quiet);
+  EXPECT_TRUE(test::bitwise_equal(at::detail::getDefaultCPUGenerator().get_state(), before));
+  torch::manual_seed(456);
+  auto b = train_once(d, quiet);
+  expect_bitwise_equal(a.state.current_weights, b.state.current_weights);
 }
 
 }  // namespace

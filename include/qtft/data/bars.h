@@ -44,7 +44,15 @@ enum class EpochUnit { Auto, Seconds, Milliseconds };
 struct BarReadOptions {
   ColumnNames columns;
   EpochUnit epoch_unit = EpochUnit::Auto;
+  // Names the one series of a file without a symbol column (default: the file's stem).
+  // A file with a symbol column names its own series; giving both is an error.
+  std::string symbol;
 };
+
+// The rules files are read with, for bars built in memory (an embedding program's feed):
+// equal lengths, strictly increasing timestamps, finite positive prices, high >= low,
+// finite non-negative volume. Throws qtft::Error naming `source`, the bar, field and value.
+void validate_series(const BarSeries& series, const std::string& source);
 
 // Reads and validates bars. The format comes from the function; errors name the file,
 // column, 1-based data row and value at fault.

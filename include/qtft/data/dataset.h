@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,22 @@ struct SeriesFeatures {
   std::array<int64_t, 4> split_bounds{};
   size_t rows() const { return timestamp_ns.size(); }
 };
+
+// One series' features under `spec`, every row, with no split (all rows in split 0): what
+// Dataset::build computes per symbol, shared with serving so that the two cannot drift.
+SeriesFeatures featurize_series(const BarSeries& series, bool has_range, bool has_volume, const FeatureSpec& spec,
+                                int64_t symbol_id);
+// The known inputs of bars at `timestamps_ns`, normalized by `spec`: timestamps x known.
+std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec);
+// Which of the model's inputs `spec` needs from the bars: open/high/low, volume.
+bool spec_uses_range(const FeatureSpec& spec);
+bool spec_uses_volume(const FeatureSpec& spec);
+// The index of `symbol` in the spec's vocabulary. The sole series of a source takes the
+// only symbol of a one-symbol model whatever its name: such a model's static input is
+// constant, and the same series arrives under other file names (recent.csv for a model
+// trained on usdchf_30min.csv). Otherwise throws naming the symbol, the known ones and `source`.
+int64_t resolve_symbol_id(const FeatureSpec& spec, const std::string& symbol, bool sole_series,
+                          const std::string& source);
 
 // A window: encoder rows [start, start + L), decoder rows [start + L, start + L + H).
 struct WindowRef {

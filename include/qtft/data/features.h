@@ -21,11 +21,16 @@ struct RawFeatures {
 //   hl_range     log(high / low)                 when the bars have open/high/low
 //   close_open   log(close / open)               when the bars have open/high/low
 //   log_volume   log(1 + volume)                 when the bars have volume
-// Known inputs (computable for future bars from the calendar):
-//   time_of_day_sin/cos, day_of_week_sin/cos     cyclic encodings, UTC
 //   bar_gap      log(1 + minutes since the previous bar): marks session and weekend gaps
+// Known inputs, a function of the bar's timestamp alone, so that a forecast can compute
+// them for bars that have not happened yet from their scheduled times:
+//   time_of_day_sin/cos, day_of_week_sin/cos     cyclic encodings, UTC
+// bar_gap is observed, not known: the gap before a future bar is only known once the bar
+// exists (a halt, a missing bar), and a known bar_gap let backtests see it in advance.
 std::vector<std::string> observed_feature_names(bool has_range, bool has_volume);
 std::vector<std::string> known_feature_names();
 RawFeatures compute_raw_features(const BarSeries& series, bool has_range, bool has_volume);
+// The known inputs of a bar at `timestamp_ns`, in known_feature_names() order, appended.
+void append_known_features(int64_t timestamp_ns, std::vector<double>& out);
 
 }  // namespace qtft::data

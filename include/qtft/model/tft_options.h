@@ -35,9 +35,32 @@ struct TftOptions {
  public:  // TORCH_ARG leaves the access at private
   // Throws qtft::UsageError naming the flag (--hidden-size, --attention-heads, ...); sizes
   // that come from the data (num_observed, num_known, num_symbols) throw qtft::Error.
+  // Every size has an upper bound below, and the quantiles must include 0.5.
   void validate() const;
+  static constexpr int64_t kMaxInputs = 256;
+  static constexpr int64_t kMaxSymbols = 1'000'000;
+  static constexpr int64_t kMaxEncoderLength = 8192;
+  static constexpr int64_t kMaxHorizon = 1024;
+  static constexpr int64_t kMaxHiddenSize = 1024;
+  static constexpr int64_t kMaxAttentionHeads = 64;
+  static constexpr int64_t kMaxLstmLayers = 8;
+  static constexpr int64_t kMaxQuantiles = 99;
   // Index of the 0.5 quantile (the point forecast); throws if absent.
   int64_t median_index() const;
+};
+
+// The architecture's knobs a user picks; the sizes that come from the data are set from
+// the dataset (infer::model_options_for).
+struct Architecture {
+  int64_t hidden_size = 64;
+  int64_t attention_heads = 4;
+  int64_t lstm_layers = 1;
+  double dropout = 0.1;
+  std::vector<double> quantiles{0.1, 0.5, 0.9};
+  void apply_to(TftOptions& options) const {
+    options.hidden_size(hidden_size).attention_heads(attention_heads).lstm_layers(lstm_layers).dropout(dropout)
+        .quantiles(quantiles);
+  }
 };
 
 nlohmann::json to_json(const TftOptions& options);

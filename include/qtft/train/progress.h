@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "qtft/train/metrics.h"
+#include "qtft/eval/metrics.h"
 
 namespace qtft::train {
 
@@ -13,7 +13,7 @@ struct EpochSummary {
   int64_t epoch = 0;  // 1-based
   int64_t epochs = 0;
   double train_loss = 0.0;
-  ForecastMetrics val;
+  eval::ForecastMetrics val;
   double learning_rate = 0.0;
   double seconds = 0.0;
   double samples_per_second = 0.0;

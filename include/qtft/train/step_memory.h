@@ -52,8 +52,9 @@ int64_t training_state_bytes(torch::nn::Module& model, torch::optim::Adam& adam)
 // step_seconds is the measured step's own time).
 // Adam is built as the trainer builds it (train.learning_rate, train.weight_decay), steps
 // clip at train.clip_norm. The global CPU (and CUDA) random state is put back at the end,
-// so the caller's random stream is unchanged. Installs CPU memory tracking if needed: only
-// tensors allocated after that count, so measure before holding large CPU tensors.
+// so the caller's random stream is unchanged. On the CPU it needs the tracking allocator
+// (memory::install_cpu_memory_tracking, installed by the program before any tensor work)
+// and throws qtft::Error saying so when it is absent; it never installs it itself.
 // Throws UsageError for CheckpointPolicy::Auto (resolve it first) or timed_steps < 0.
 StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed, const data::Batch& batch,
                                  const TrainOptions& train, memory::CheckpointPolicy policy, c10::Device device,

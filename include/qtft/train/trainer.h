@@ -2,12 +2,14 @@
 
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <memory>
 
 #include "qtft/data/dataset.h"
 #include "qtft/model/tft.h"
-#include "qtft/train/metrics.h"
-#include "qtft/train/model_file.h"
+#include "qtft/eval/metrics.h"
+#include "qtft/infer/model_file.h"
+#include "qtft/memory/rng_state.h"
 #include "qtft/train/progress.h"
 #include "qtft/train/train_options.h"
 
@@ -20,7 +22,7 @@ namespace qtft::train {
 struct TrainResult {
   int64_t epochs_completed = 0;
   int64_t best_epoch = 0;
-  ForecastMetrics best_val;
+  eval::ForecastMetrics best_val;
   bool interrupted = false;
   bool stopped_early = false;
   double train_seconds = 0.0;
@@ -33,22 +35,28 @@ struct TrainResult {
 // Activation checkpointing (options.checkpoint_policy) changes memory and time only. Each
 // epoch reports the highest memory a step held when it is tracked (on CUDA, or on the CPU
 // after memory::install_cpu_memory_tracking).
+//
+// Dropout draws from the trainer's own random stream, seeded by options.seed and saved in
+// its state; the process's generators are left as they were. The dataset is shared, so a
+// temporary passed in stays alive as long as the trainer.
 class Trainer {
  public:
-  Trainer(model::TemporalFusionTransformer model, const data::Dataset& dataset, TrainOptions options,
+  Trainer(model::TemporalFusionTransformer model, std::shared_ptr<const data::Dataset> dataset, TrainOptions options,
           c10::Device device);
   ~Trainer();
 
   // Restores the loop, optimizer and random state saved by state(), and the best weights.
-  void resume_from(const TrainingState& state, const NamedTensors& best_weights);
+  void resume_from(const infer::TrainingState& state, const infer::NamedTensors& best_weights);
 
-  // Trains until the epoch budget, early stopping, or an interrupt (Ctrl-C).
-  TrainResult fit(ProgressReporter& progress);
+  // Trains until the epoch budget, early stopping, or until `stop_requested` (polled after
+  // every step; the CLI maps Ctrl-C onto it) returns true: then the result says
+  // interrupted and state() resumes exactly at the next batch.
+  TrainResult fit(ProgressReporter& progress, const std::function<bool()>& stop_requested = {});
 
   // A snapshot for a resumable checkpoint (CPU copies).
-  TrainingState state() const;
+  infer::TrainingState state() const;
   // The best epoch's weights, or the current ones before any epoch finished.
-  NamedTensors best_weights() const;
+  infer::NamedTensors best_weights() const;
   model::TemporalFusionTransformer& model() { return model_; }
 
  private:
@@ -59,12 +67,13 @@ class Trainer {
   void set_learning_rate(double lr);
 
   model::TemporalFusionTransformer model_;
-  const data::Dataset& dataset_;
+  std::shared_ptr<const data::Dataset> dataset_;
   TrainOptions options_;
   c10::Device device_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
-  TrainingState state_;
-  NamedTensors best_weights_;
+  infer::TrainingState state_;
+  infer::NamedTensors best_weights_;
+  memory::CpuRandomStream random_;
   bool checkpoint_policy_chosen_ = false;
   int64_t peak_without_checkpointing_ = -1;  // measured by the auto policy
   bool track_memory_ = false;                // the device's memory is counted (set by fit)

@@ -1,0 +1,60 @@
+// `qtft forecast`: the next horizon of every series in a file of recent bars, past its last
+// bar. The work is qtft::infer::Forecaster's; this file parses flags and prints.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "data_flags.h"
+#include "qtft/common/error.h"
+#include "qtft/infer/forecast_report.h"
+#include "qtft/infer/forecaster.h"
+#include "qtft/io/atomic_file.h"
+#include "run_flags.h"
+
+namespace qtft::cli {
+
+void add_forecast_command(CLI::App& app) {
+  struct Flags {
+    DataFlags data;
+    RuntimeFlags runtime;
+    std::string load_model, output;
+    bool json = false;
+  };
+  auto flags = std::make_shared<Flags>();
+  flags->runtime.device = "cpu";
+  auto* cmd = app.add_subcommand("forecast", "Forecast the bars after the last one of each series in a file");
+  cmd->add_option("--load-model", flags->load_model, "A model saved by qtft train or quantize")
+      ->required()
+      ->check(CLI::ExistingFile);
+  add_bar_source_flags(*cmd, flags->data);
+  cmd->add_option("--output", flags->output, "Write the forecasts to forecasts.csv or forecasts.parquet");
+  cmd->add_flag("--json", flags->json, "Print the forecasts as JSON instead of a table");
+  add_runtime_flags(*cmd, flags->runtime);
+  cmd->callback([flags] {
+    auto& f = *flags;
+    if (!f.output.empty() && !f.output.ends_with(".csv") && !f.output.ends_with(".parquet")) {
+      throw UsageError("--output " + f.output + ": use a .csv or .parquet file name");
+    }
+    if (f.data.source.uses_embedded_data()) throw UsageError("forecast needs --parquet-file or --csv-file (the recent bars)");
+    finish_data_flags(f.data);
+    f.runtime.apply();
+    auto forecaster = infer::Forecaster::load(f.load_model, {f.runtime.device});
+    auto bars = data::load_bars(f.data.source);
+    auto forecasts = forecaster.forecast(bars.series);
+    if (!f.output.empty()) {
+      data::write_forecast_table(infer::forecast_table(forecasts), f.output);
+      std::fprintf(stderr, "Wrote %s: %zu series x %lld steps\n", f.output.c_str(), forecasts.size(),
+                   static_cast<long long>(forecaster.horizon()));
+    }
+    if (f.json) {
+      std::cout << infer::to_json(forecasts).dump(2) << "\n";
+    } else if (f.output.empty()) {
+      std::cout << infer::format_forecasts(forecasts);
+    }
+  });
+}
+
+}  // namespace qtft::cli

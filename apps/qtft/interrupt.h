@@ -1,0 +1,12 @@
+#pragma once
+
+namespace qtft::cli {
+
+// The program's Ctrl-C (SIGINT) and SIGTERM: the first sets a flag that the running
+// command polls (a Trainer's stop callback), so training finishes the current step, saves
+// a resumable checkpoint and exits; a second one kills the process the usual way. The
+// library never installs signal handlers; this is the qtft program's choice.
+void install_interrupt_handler();
+bool interrupt_requested();
+
+}  // namespace qtft::cli

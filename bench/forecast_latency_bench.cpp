@@ -1,0 +1,128 @@
+// Serving latency of qtft::infer::Forecaster: one series per call (batch 1; median and
+// 99th percentile) and 64 series per call (throughput), for the TFT paper's configuration
+// and a small one, measured in the same run. The model has random weights (latency does
+// not depend on them) and is saved and loaded like a trained one. Prints a table and JSON.
+//   build/bench/forecast_latency_bench [--calls 200] [--threads 1] [--json out.json]
+#include <ATen/Parallel.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include "bench_configs.h"
+#include "qtft/infer/forecaster.h"
+#include "qtft/infer/model_file.h"
+#include "qtft/infer/model_io.h"
+#include "qtft/io/atomic_file.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+// The last `n` bars of a series.
+qtft::data::BarSeries tail(const qtft::data::BarSeries& s, size_t n) {
+  qtft::data::BarSeries out;
+  out.symbol = s.symbol;
+  const auto first = static_cast<std::ptrdiff_t>(s.size() - n);
+  auto take = [&](const std::vector<double>& v, std::vector<double>& o) {
+    if (!v.empty()) o.assign(v.begin() + first, v.end());
+  };
+  out.timestamp_ns.assign(s.timestamp_ns.begin() + first, s.timestamp_ns.end());
+  take(s.open, out.open), take(s.high, out.high), take(s.low, out.low), take(s.close, out.close),
+      take(s.volume, out.volume);
+  return out;
+}
+
+nlohmann::json measure(const qtft::bench::TftConfig& c, int calls, const std::filesystem::path& dir) {
+  const auto bars = qtft::data::generate_synthetic_bars(qtft::data::SyntheticOptions{});
+  auto dataset = qtft::bench::embedded_dataset(c);
+  auto options = qtft::infer::model_options_for(dataset);
+  options.hidden_size(c.hidden).attention_heads(c.heads);
+  auto model = qtft::infer::build_model(options, 1);
+  const auto path = dir / (std::string(c.name) + ".safetensors");
+  qtft::infer::save_model_file(path, {options, dataset.spec(), dataset.options(), qtft::infer::named_weights(*model),
+                                      std::nullopt});
+  auto forecaster = qtft::infer::Forecaster::load(path);
+  const auto need = static_cast<size_t>(forecaster.min_bars());
+  const auto one = tail(bars.series[0], need + 100);
+
+  for (int i = 0; i < 5; ++i) forecaster.forecast(one);  // warm-up: first-call allocations
+  std::vector<double> single;
+  for (int i = 0; i < calls; ++i) {
+    auto start = Clock::now();
+    forecaster.forecast(one);
+    single.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+
+  constexpr size_t kSeries = 64;
+  std::vector<qtft::data::BarSeries> many;
+  for (size_t i = 0; i < kSeries; ++i) {
+    auto s = tail(bars.series[i % bars.series.size()], need + i);  // different lengths, like real feeds
+    many.push_back(std::move(s));
+  }
+  forecaster.forecast(many);
+  const int batch_calls = std::max(3, calls / 20);
+  auto start = Clock::now();
+  for (int i = 0; i < batch_calls; ++i) forecaster.forecast(many);
+  const double batch_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count() / batch_calls;
+  return {{"config", c.name},
+          {"encoder_length", c.encoder},
+          {"horizon", c.horizon},
+          {"hidden_size", c.hidden},
+          {"attention_heads", c.heads},
+          {"parameters", qtft::infer::count_parameters(*model)},
+          {"calls", calls},
+          {"single_median_ms", percentile(single, 0.5)},
+          {"single_p99_ms", percentile(single, 0.99)},
+          {"batch_series", kSeries},
+          {"batch_ms", batch_ms},
+          {"batch_series_per_second", 1000.0 * static_cast<double>(kSeries) / batch_ms}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Forecaster latency and throughput (FP32)"};
+  int calls = 200, threads = 1;
+  std::string json_path;
+  app.add_option("--calls", calls, "Timed single-series calls per configuration")->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads for LibTorch (0: its default)")->capture_default_str();
+  app.add_option("--json", json_path, "Write the figures as JSON");
+  CLI11_PARSE(app, argc, argv);
+  if (calls < 1) {
+    std::fprintf(stderr, "--calls must be at least 1\n");
+    return 2;
+  }
+  if (threads > 0) at::set_num_threads(threads);
+  const auto dir = std::filesystem::temp_directory_path() / ("qtft-forecast-bench-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+
+  std::printf("FP32 Forecaster on the CPU, %d threads, %d single-series calls per configuration\n",
+              at::get_num_threads(), calls);
+  std::printf("%-6s %7s %7s %6s %10s %12s %10s %12s %14s\n", "config", "encoder", "horizon", "hidden", "params",
+              "median_ms", "p99_ms", "batch64_ms", "series/s (64)");
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& c : {qtft::bench::kSmallConfig, qtft::bench::kPaperConfig}) {
+    auto r = measure(c, calls, dir);
+    std::printf("%-6s %7lld %7lld %6lld %10lld %12.2f %10.2f %12.1f %14.0f\n", c.name,
+                static_cast<long long>(c.encoder), static_cast<long long>(c.horizon), static_cast<long long>(c.hidden),
+                r["parameters"].get<long long>(), r["single_median_ms"].get<double>(), r["single_p99_ms"].get<double>(),
+                r["batch_ms"].get<double>(), r["batch_series_per_second"].get<double>());
+    results.push_back(r);
+  }
+  std::filesystem::remove_all(dir);
+  nlohmann::json j{{"kind", "fp32"}, {"device", "cpu"}, {"threads", at::get_num_threads()}, {"results", results}};
+  std::printf("%s\n", j.dump().c_str());
+  if (!json_path.empty()) qtft::io::write_file_atomically(json_path, j.dump(2) + "\n");
+  return 0;
+}

@@ -1,0 +1,25 @@
+# `cmake --install build --prefix P`: headers, the two static libraries, the qtft program
+# and a CMake package, so that another project can
+#   find_package(qtft CONFIG REQUIRED)
+#   target_link_libraries(app PRIVATE qtft::qtft)
+# The package finds LibTorch and Arrow again in the consumer, from the wheels of the Python
+# named by QTFT_PYTHON (default: the one this build used), with the same find modules.
+include(CMakePackageConfigHelpers)
+
+set_target_properties(qtft PROPERTIES EXPORT_NAME qtft)
+set_target_properties(qtft_core PROPERTIES EXPORT_NAME core)
+install(TARGETS qtft qtft_core EXPORT qtftTargets
+        ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
+        INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+install(TARGETS qtft_cli RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/qtft" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+
+set(QTFT_PACKAGE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/qtft")
+install(EXPORT qtftTargets NAMESPACE qtft:: DESTINATION "${QTFT_PACKAGE_DIR}")
+configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/qtftConfig.cmake.in"
+                              "${PROJECT_BINARY_DIR}/qtftConfig.cmake" INSTALL_DESTINATION "${QTFT_PACKAGE_DIR}")
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/qtftConfigVersion.cmake" COMPATIBILITY SameMinorVersion)
+install(FILES "${PROJECT_BINARY_DIR}/qtftConfig.cmake" "${PROJECT_BINARY_DIR}/qtftConfigVersion.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/FindQtftPython.cmake" "${PROJECT_SOURCE_DIR}/cmake/FindTorchWheel.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/FindArrowWheel.cmake"
+        DESTINATION "${QTFT_PACKAGE_DIR}")

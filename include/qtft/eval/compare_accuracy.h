@@ -1,0 +1,48 @@
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "qtft/data/dataset.h"
+#include "qtft/model/tft_options.h"
+#include "qtft/eval/metrics.h"
+#include "qtft/train/progress.h"
+#include "qtft/train/train_options.h"
+
+namespace qtft::eval {
+
+struct CompareOptions {
+  model::TftOptions model;  // the FP32 architecture; QAT variants add the bit widths below
+  train::TrainOptions train;
+  int64_t weight_bits = 8;
+  int64_t activation_bits = 8;
+  int64_t calibration_batches = 100;
+  int64_t live_epochs = 1;  // QAT frozen: epochs with live observers before freezing
+  c10::Device device = c10::Device(c10::kCPU);
+};
+
+struct ComparedModel {
+  std::string name;  // fp32, ptq, qat_frozen, qat_live
+  ForecastMetrics val;
+  double degradation_pct = 0.0;  // validation loss against FP32's, in percent
+};
+
+// On one data split and seed: trains FP32; derives PTQ from it (calibrate, freeze); trains
+// QAT with the two-phase recipe (calibrate, live observers for live_epochs, then frozen)
+// and QAT with live observers throughout. Every model is judged by its best epoch on the
+// validation split. `log` receives a line as each stage starts; `stop_requested` is
+// polled after every training step and ends the comparison with an error.
+std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Dataset>& dataset,
+                                            const CompareOptions& options, train::ProgressReporter& progress,
+                                            const std::function<void(const std::string&)>& log,
+                                            const std::function<bool()>& stop_requested = {});
+
+std::string format_comparison(const std::vector<ComparedModel>& rows);
+nlohmann::json to_json(const std::vector<ComparedModel>& rows);
+
+}  // namespace qtft::eval

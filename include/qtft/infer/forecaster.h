@@ -1,0 +1,86 @@
+#pragma once
+
+// The serving API: a trained model and the latest bars of a series in, the quantiles of
+// the next bars out. No LibTorch type appears here, so a trading system that embeds qtft
+// compiles against plain C++ (it links LibTorch through the package all the same).
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qtft/data/bars.h"
+
+namespace qtft::infer {
+
+struct ForecasterOptions {
+  std::string device = "cpu";  // cpu, cuda or auto (CUDA when usable)
+};
+
+// The forecast of one bar after the last given one.
+struct ForecastStep {
+  int64_t timestamp_ns = 0;  // when the bar is expected (given, or continued at the interval)
+  // One value per quantile level: the bar's one-bar log return, and the close it implies:
+  //   last close * exp(sum of the median returns of the steps before + this return),
+  // i.e. the median path up to the previous bar, then the quantile for this one.
+  std::vector<double> quantile_return;
+  std::vector<double> quantile_price;
+};
+
+struct Forecast {
+  std::string symbol;          // the model's name for the series
+  int64_t origin_ns = 0;       // the last given bar's time
+  double origin_close = 0.0;   // and its close
+  std::vector<double> quantiles;  // the levels, e.g. 0.1, 0.5, 0.9
+  // True when the caller gave no future timestamps and they continue the series at
+  // bar_interval_ns, the median spacing of the bars the forecast read.
+  bool timestamps_continued = false;
+  int64_t bar_interval_ns = 0;
+  std::vector<ForecastStep> steps;  // horizon() of them
+};
+
+// A model file opened for forecasting (FP32 or QAT; fake-quantized models forecast as they
+// were evaluated). Forecasts read the same validation and feature code as training, so
+// serving cannot drift from it: forecasting from the bars up to time t gives exactly what
+// `qtft predict` gives for the window that ends at t.
+//
+// Thread safety: the const calls may run from several threads at once on one Forecaster
+// (inference mode, nothing shared is written). Copies share the loaded model.
+class Forecaster {
+ public:
+  // Throws qtft::Error naming the file when it is not a valid qtft model.
+  static Forecaster load(const std::filesystem::path& path, const ForecasterOptions& options = {});
+
+  // The next horizon() bars after the last of `recent`, the latest bars of one series in
+  // time order (at least min_bars(); only the last min_bars() are read). `future_timestamps_ns`,
+  // when given, holds horizon() increasing times after the last bar; otherwise they continue
+  // at the median bar spacing. `recent` is validated like a file (finite positive prices,
+  // increasing timestamps, ...) and its symbol must be one the model knows, unless the model
+  // has only one. Throws qtft::Error naming the series, bar and value at fault.
+  Forecast forecast(const data::BarSeries& recent, std::span<const int64_t> future_timestamps_ns = {}) const;
+  // Many series in one forward pass; future_timestamps_ns is empty or one entry per series
+  // (an empty entry: continue at the interval).
+  std::vector<Forecast> forecast(std::span<const data::BarSeries> recent,
+                                 std::span<const std::vector<int64_t>> future_timestamps_ns = {}) const;
+
+  int64_t encoder_length() const;
+  int64_t horizon() const;
+  // Bars a forecast needs: the encoder length, plus one because returns and gaps need the
+  // bar before.
+  int64_t min_bars() const;
+  const std::vector<double>& quantiles() const;
+  const std::vector<std::string>& symbols() const;
+  // "fp32" or "qat" (fake-quantized weights and activations, as trained).
+  std::string kind() const;
+  std::string source() const;  // the file it was loaded from
+
+  struct State;  // the model and its file, shared by copies
+
+ private:
+  explicit Forecaster(std::shared_ptr<const State> state) : state_(std::move(state)) {}
+  std::shared_ptr<const State> state_;
+};
+
+}  // namespace qtft::infer

@@ -1,0 +1,79 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qtft/data/dataset.h"
+#include "qtft/model/tft_options.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace qtft::infer {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// What --resume needs to continue a run exactly where it stopped: the loop counters, the
+// optimizer's moments, the weights at the end of the last epoch (the file's main weights
+// are the best epoch's) and the CPU random generator that drives dropout.
+struct TrainingState {
+  int64_t epochs_completed = 0;
+  // An interrupted epoch resumes at its next batch, in the same shuffled order.
+  int64_t batches_done_in_epoch = 0;
+  double epoch_loss_sum = 0.0;  // sum of batch loss x batch size so far in the epoch
+  int64_t epoch_samples = 0;
+  int64_t global_step = 0;
+  double best_val_loss = std::numeric_limits<double>::infinity();
+  int64_t best_epoch = 0;  // 1-based; 0 when no epoch finished
+  int64_t epochs_without_improvement = 0;
+  double learning_rate = 0.0;
+  int64_t plateau_wait = 0;
+  bool finished = false;           // stopped early or ran all epochs (not interrupted)
+  nlohmann::json history = nlohmann::json::array();  // one object per epoch
+  nlohmann::json config;           // the training options, for the record
+  NamedTensors optimizer;          // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.step"
+  NamedTensors current_weights;    // module parameter and buffer names
+  at::Tensor cpu_rng_state;        // uint8, as at::Generator::get_state gives it
+};
+
+// A model file: safetensors with the weights under "model.", the training state under
+// "resume.", and JSON metadata (qtft.config, qtft.features, qtft.dataset, qtft.training).
+struct ModelFile {
+  model::TftOptions options;
+  data::FeatureSpec features;
+  data::DatasetOptions dataset;
+  NamedTensors weights;  // module parameter and buffer names
+  std::optional<TrainingState> training;
+};
+
+void save_model_file(const std::filesystem::path& path, const ModelFile& file);
+// Reads and validates (validate_model_file) a model file; throws qtft::Error naming the
+// file and the field at fault.
+ModelFile load_model_file(const std::filesystem::path& path);
+// What a file must satisfy before a model is built from it: a configuration within
+// TftOptions' bounds, a feature spec that agrees with it (input and symbol counts, unique
+// symbols, finite statistics with positive spreads, a positive target scale), windows that
+// match the configuration, and finite weights. Names and shapes of the weights are checked
+// against the built model by copy_weights_into.
+void validate_model_file(const ModelFile& file, const std::string& source);
+
+// Parameters then buffers, by their module path, detached (they alias the module's storage).
+NamedTensors named_weights(const torch::nn::Module& module);
+// Copies `weights` into the module's parameters and buffers; every name must match in name,
+// shape and dtype, in both directions, or the error lists what differs and nothing is copied.
+// With `observers_may_be_missing`, the module's QAT observer buffers may be absent from
+// `weights` (an FP32 model converted for QAT or PTQ): they keep their fresh state.
+void copy_weights_into(torch::nn::Module& module, const NamedTensors& weights, const std::string& source,
+                       bool observers_may_be_missing = false);
+// Deep copies (clones) of the module's weights on the CPU.
+NamedTensors clone_weights(const torch::nn::Module& module);
+
+}  // namespace qtft::infer

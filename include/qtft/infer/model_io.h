@@ -1,0 +1,40 @@
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <filesystem>
+#include <string>
+
+#include "qtft/data/dataset.h"
+#include "qtft/model/tft.h"
+#include "qtft/infer/model_file.h"
+
+namespace qtft::infer {
+
+// "cpu", "cuda" or "auto" (CUDA when a GPU is usable); "cuda" without one is an error.
+c10::Device resolve_device(const std::string& name);
+
+// Options that fit the dataset (its inputs, symbols, encoder length and horizon), with the
+// architecture at its defaults for the caller to set.
+model::TftOptions model_options_for(const data::Dataset& dataset);
+
+// Builds a model with weights initialized from `seed`, so the same seed gives the same
+// starting point on every run. The initialization draws from a stream of its own
+// (memory::CpuRandomStream): the process's generators are left as they were.
+model::TemporalFusionTransformer build_model(const model::TftOptions& options, uint64_t seed);
+
+// A model file and the model rebuilt from it with its (best) weights, on `device`.
+struct LoadedModel {
+  ModelFile file;
+  model::TemporalFusionTransformer model;
+};
+LoadedModel load_model(const std::filesystem::path& path, c10::Device device);
+
+// The loaded model with QAT turned on at the given bit widths, keeping its weights (and its
+// observers when it already had QAT at the same widths). Used to fine-tune an FP32 model
+// with QAT and for post-training quantization.
+void convert_to_qat(LoadedModel& loaded, int64_t weight_bits, int64_t activation_bits, c10::Device device);
+
+int64_t count_parameters(const torch::nn::Module& module);
+
+}  // namespace qtft::infer

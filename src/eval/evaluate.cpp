@@ -1,0 +1,37 @@
+#include "qtft/eval/evaluate.h"
+
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <numeric>
+
+namespace qtft::eval {
+
+void for_each_forecast(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
+                       size_t batch_size, c10::Device device,
+                       const std::function<void(const data::Batch&, const model::TftOutput&)>& visit) {
+  torch::NoGradGuard no_grad;
+  bool was_training = model->is_training();
+  model->eval();
+  const size_t n = dataset.num_windows(split);
+  std::vector<size_t> indices(std::min(batch_size, n));
+  for (size_t first = 0; first < n; first += batch_size) {
+    indices.resize(std::min(batch_size, n - first));
+    std::iota(indices.begin(), indices.end(), first);
+    auto batch = data::make_batch(dataset, split, indices);
+    auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
+    visit(batch, out);
+  }
+  model->train(was_training);
+}
+
+ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
+                               data::Split split, size_t batch_size, c10::Device device) {
+  MetricsAccumulator metrics(model->options().quantiles());
+  for_each_forecast(model, dataset, split, batch_size, device,
+                    [&](const data::Batch& batch, const model::TftOutput& out) {
+                      metrics.add(out.quantiles, batch.target.to(out.quantiles.device()));
+                    });
+  return metrics.result();
+}
+
+}  // namespace qtft::eval

@@ -1,0 +1,61 @@
+#include "qtft/infer/forecast.h"
+
+#include <cmath>
+
+#include "qtft/eval/evaluate.h"
+
+namespace qtft::infer {
+
+void to_original_units(const double* scaled, int64_t horizon, int64_t nq, int64_t median, double scale,
+                       double origin_close, double* returns, double* prices) {
+  double median_path = 0.0;
+  for (int64_t step = 0; step < horizon; ++step) {
+    for (int64_t k = 0; k < nq; ++k) {
+      const double r = scaled[step * nq + k] * scale;
+      returns[step * nq + k] = r;
+      prices[step * nq + k] = origin_close * std::exp(median_path + r);
+    }
+    median_path += scaled[step * nq + median] * scale;
+  }
+}
+
+data::ForecastTable forecast_split(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
+                                   data::Split split, size_t batch_size, c10::Device device) {
+  const auto& opts = model->options();
+  const auto& quantiles = opts.quantiles();
+  const int64_t median = opts.median_index();
+  const int64_t l = dataset.options().encoder_length, h = dataset.options().horizon;
+  const double scale = dataset.spec().target_scale;
+  data::ForecastTable table;
+  table.quantiles = quantiles;
+  table.quantile_return.resize(quantiles.size());
+  table.quantile_price.resize(quantiles.size());
+  eval::for_each_forecast(model, dataset, split, batch_size, device, [&](const data::Batch& batch, const model::TftOutput& out) {
+    auto q = out.quantiles.to(at::kCPU).to(at::kDouble).contiguous();
+    const double* f = q.data_ptr<double>();
+    const auto nq = static_cast<int64_t>(quantiles.size());
+    std::vector<double> returns(static_cast<size_t>(h * nq)), prices(static_cast<size_t>(h * nq));
+    for (int64_t i = 0; i < batch.size(); ++i) {
+      const auto& w = batch.windows[static_cast<size_t>(i)];
+      const auto& s = dataset.series()[w.series];
+      const int64_t origin = w.start + l - 1;
+      to_original_units(f + i * h * nq, h, nq, median, scale, s.close[origin], returns.data(), prices.data());
+      for (int64_t step = 0; step < h; ++step) {
+        const int64_t row = origin + 1 + step;
+        table.timestamp_ns.push_back(s.timestamp_ns[row]);
+        table.origin_ns.push_back(s.timestamp_ns[origin]);
+        table.symbol.push_back(s.symbol);
+        table.step.push_back(static_cast<int32_t>(step + 1));
+        table.origin_close.push_back(s.close[origin]);
+        table.actual_return.push_back(static_cast<double>(s.target[row]) * scale);
+        for (int64_t k = 0; k < nq; ++k) {
+          table.quantile_return[k].push_back(returns[step * nq + k]);
+          table.quantile_price[k].push_back(prices[step * nq + k]);
+        }
+      }
+    }
+  });
+  return table;
+}
+
+}  // namespace qtft::infer

@@ -1,0 +1,202 @@
+#include "qtft/infer/forecaster.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+
+#include "qtft/common/error.h"
+#include "qtft/common/format.h"
+#include "qtft/data/dataset.h"
+#include "qtft/infer/forecast.h"
+#include "qtft/infer/model_io.h"
+
+namespace qtft::infer {
+
+struct Forecaster::State {
+  std::string source;
+  ModelFile file;  // configuration, feature spec and windows; the weights live in the model
+  model::TemporalFusionTransformer model;
+  c10::Device device;
+};
+
+namespace {
+
+// The median spacing of the bars: what "the series' regular bar interval" means when the
+// caller gives no future timestamps. Session gaps are rare among the spacings, so they do
+// not move the median.
+int64_t median_spacing(std::span<const int64_t> t) {
+  std::vector<int64_t> gaps;
+  gaps.reserve(t.size());
+  for (size_t i = 1; i < t.size(); ++i) gaps.push_back(t[i] - t[i - 1]);
+  auto mid = gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2);
+  std::nth_element(gaps.begin(), mid, gaps.end());
+  return *mid;
+}
+
+// The rows one series contributes to a batch, and what its forecast reports.
+struct PreparedSeries {
+  data::SeriesFeatures features;  // min_bars() - 1 = encoder_length rows
+  std::vector<int64_t> future_ns;
+  Forecast forecast;
+};
+
+PreparedSeries prepare(const Forecaster::State& st, const data::BarSeries& recent,
+                       std::span<const int64_t> future_ns, bool sole_series) {
+  const auto& spec = st.file.features;
+  const int64_t l = st.file.dataset.encoder_length, h = st.file.dataset.horizon;
+  const std::string who = "forecast of '" + recent.symbol + "'";
+  data::validate_series(recent, who);
+  const auto need = static_cast<size_t>(l + 1);
+  if (recent.size() < need) {
+    throw Error(who + ": " + std::to_string(recent.size()) + " bars given, the model needs at least " +
+                std::to_string(need) + " (encoder length " + std::to_string(l) +
+                ", plus the bar before the first for its return and gap)");
+  }
+  const bool range = data::spec_uses_range(spec), volume = data::spec_uses_volume(spec);
+  if (range && recent.open.empty()) {
+    throw Error(who + ": the model reads open, high and low (inputs hl_range, close_open) but the bars have none");
+  }
+  if (volume && recent.volume.empty()) {
+    throw Error(who + ": the model reads volume (input log_volume) but the bars have none");
+  }
+  const int64_t id = data::resolve_symbol_id(spec, recent.symbol, sole_series, who);
+
+  // Only the last min_bars() bars are read: every feature of a bar depends on it and the
+  // bar before, so older bars cannot change the forecast.
+  data::BarSeries tail;
+  const auto first = static_cast<std::ptrdiff_t>(recent.size() - need);
+  auto take = [&](const auto& v, auto& out) {
+    if (!v.empty()) out.assign(v.begin() + first, v.end());
+  };
+  take(recent.timestamp_ns, tail.timestamp_ns);
+  take(recent.close, tail.close);
+  take(recent.open, tail.open);
+  take(recent.high, tail.high);
+  take(recent.low, tail.low);
+  take(recent.volume, tail.volume);
+  tail.symbol = spec.symbols[static_cast<size_t>(id)];
+
+  PreparedSeries p;
+  p.features = data::featurize_series(tail, range, volume, spec, id);
+  const int64_t last = tail.timestamp_ns.back();
+  Forecast& f = p.forecast;
+  f.symbol = tail.symbol;
+  f.origin_ns = last;
+  f.origin_close = tail.close.back();
+  f.quantiles = st.file.options.quantiles();
+  if (future_ns.empty()) {
+    f.timestamps_continued = true;
+    f.bar_interval_ns = median_spacing(tail.timestamp_ns);
+    for (int64_t step = 1; step <= h; ++step) p.future_ns.push_back(last + step * f.bar_interval_ns);
+  } else {
+    if (static_cast<int64_t>(future_ns.size()) != h) {
+      throw Error(who + ": " + std::to_string(future_ns.size()) + " future timestamps given, the model forecasts " +
+                  std::to_string(h) + " bars");
+    }
+    int64_t previous = last;
+    for (size_t i = 0; i < future_ns.size(); ++i) {
+      if (future_ns[i] <= previous) {
+        throw Error(who + ": future timestamp " + std::to_string(i + 1) + " (" + format_utc(future_ns[i]) +
+                    ") is not after " + format_utc(previous));
+      }
+      previous = future_ns[i];
+    }
+    p.future_ns.assign(future_ns.begin(), future_ns.end());
+    f.bar_interval_ns = median_spacing(tail.timestamp_ns);
+  }
+  return p;
+}
+
+}  // namespace
+
+Forecaster Forecaster::load(const std::filesystem::path& path, const ForecasterOptions& options) {
+  const c10::Device device = resolve_device(options.device);
+  auto loaded = load_model(path, device);
+  loaded.model->eval();
+  loaded.model->set_checkpoint_policy(memory::CheckpointPolicy::None);
+  loaded.file.weights.clear();  // the model holds them; a second copy would double the memory
+  loaded.file.training.reset();
+  return Forecaster(std::make_shared<const State>(State{path.string(), std::move(loaded.file), loaded.model, device}));
+}
+
+Forecast Forecaster::forecast(const data::BarSeries& recent, std::span<const int64_t> future_timestamps_ns) const {
+  std::vector<int64_t> future(future_timestamps_ns.begin(), future_timestamps_ns.end());
+  return std::move(forecast(std::span<const data::BarSeries>(&recent, 1),
+                            std::span<const std::vector<int64_t>>(&future, 1))
+                       .front());
+}
+
+std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> recent,
+                                           std::span<const std::vector<int64_t>> future_timestamps_ns) const {
+  const State& st = *state_;
+  if (recent.empty()) return {};
+  if (!future_timestamps_ns.empty() && future_timestamps_ns.size() != recent.size()) {
+    throw Error("forecast: " + std::to_string(future_timestamps_ns.size()) + " lists of future timestamps for " +
+                std::to_string(recent.size()) + " series");
+  }
+  std::vector<PreparedSeries> prepared;
+  prepared.reserve(recent.size());
+  for (size_t i = 0; i < recent.size(); ++i) {
+    std::span<const int64_t> future;
+    if (!future_timestamps_ns.empty()) future = future_timestamps_ns[i];
+    prepared.push_back(prepare(st, recent[i], future, recent.size() == 1));
+  }
+
+  // The batch as data::make_batch lays a window out: encoder rows, then the decoder's
+  // known inputs, computed from the future timestamps alone.
+  const auto b = static_cast<int64_t>(prepared.size());
+  const int64_t l = st.file.dataset.encoder_length, h = st.file.dataset.horizon;
+  const auto n_obs = static_cast<int64_t>(st.file.features.observed.size());
+  const auto n_known = static_cast<int64_t>(st.file.features.known.size());
+  at::Tensor observed = at::empty({b, l, n_obs}, at::kFloat);
+  at::Tensor known = at::empty({b, l + h, n_known}, at::kFloat);
+  at::Tensor symbol = at::empty({b}, at::kLong);
+  for (int64_t i = 0; i < b; ++i) {
+    const auto& p = prepared[static_cast<size_t>(i)];
+    const auto future_known = data::known_inputs_at(p.future_ns, st.file.features);
+    std::copy_n(p.features.observed.data(), l * n_obs, observed.data_ptr<float>() + i * l * n_obs);
+    float* k = known.data_ptr<float>() + i * (l + h) * n_known;
+    std::copy_n(p.features.known.data(), l * n_known, k);
+    std::copy_n(future_known.data(), h * n_known, k + l * n_known);
+    symbol.data_ptr<int64_t>()[i] = p.features.symbol_id;
+  }
+
+  at::Tensor scaled;
+  {
+    // No autograd state and no module state is written: concurrent calls are safe.
+    c10::InferenceMode inference;
+    auto out = st.model.ptr()->forward(observed.to(st.device), known.to(st.device), symbol.to(st.device));
+    scaled = out.quantiles.to(at::kCPU).to(at::kDouble).contiguous();
+  }
+  const auto nq = static_cast<int64_t>(st.file.options.quantiles().size());
+  const int64_t median = st.file.options.median_index();
+  std::vector<double> returns(static_cast<size_t>(h * nq)), prices(static_cast<size_t>(h * nq));
+  std::vector<Forecast> out;
+  out.reserve(prepared.size());
+  for (int64_t i = 0; i < b; ++i) {
+    auto& p = prepared[static_cast<size_t>(i)];
+    to_original_units(scaled.data_ptr<double>() + i * h * nq, h, nq, median, st.file.features.target_scale,
+                      p.forecast.origin_close, returns.data(), prices.data());
+    for (int64_t step = 0; step < h; ++step) {
+      ForecastStep s;
+      s.timestamp_ns = p.future_ns[static_cast<size_t>(step)];
+      s.quantile_return.assign(returns.begin() + step * nq, returns.begin() + (step + 1) * nq);
+      s.quantile_price.assign(prices.begin() + step * nq, prices.begin() + (step + 1) * nq);
+      p.forecast.steps.push_back(std::move(s));
+    }
+    out.push_back(std::move(p.forecast));
+  }
+  return out;
+}
+
+int64_t Forecaster::encoder_length() const { return state_->file.dataset.encoder_length; }
+int64_t Forecaster::horizon() const { return state_->file.dataset.horizon; }
+int64_t Forecaster::min_bars() const { return encoder_length() + 1; }
+const std::vector<double>& Forecaster::quantiles() const { return state_->file.options.quantiles(); }
+const std::vector<std::string>& Forecaster::symbols() const { return state_->file.features.symbols; }
+std::string Forecaster::kind() const { return state_->file.options.use_qat() ? "qat" : "fp32"; }
+std::string Forecaster::source() const { return state_->source; }
+
+}  // namespace qtft::infer

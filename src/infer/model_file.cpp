@@ -1,0 +1,263 @@
+#include "qtft/infer/model_file.h"
+
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <torch/nn/module.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "qtft/common/error.h"
+#include "qtft/common/format.h"
+#include "qtft/quant/observers.h"
+#include "qtft/data/feature_spec_json.h"
+#include "qtft/data/features.h"
+#include "qtft/io/tensor_file.h"
+
+namespace qtft::infer {
+namespace {
+
+constexpr const char* kFormat = "qtft-model-1";
+constexpr const char* kModelPrefix = "model.";
+constexpr const char* kResumePrefix = "resume.";
+
+void append_prefixed(io::TensorFile& out, const std::string& prefix, const NamedTensors& tensors) {
+  for (const auto& [name, t] : tensors) out.tensors.emplace_back(prefix + name, t);
+}
+
+NamedTensors take_prefixed(const io::TensorFile& in, const std::string& prefix) {
+  NamedTensors out;
+  for (const auto& [name, t] : in.tensors) {
+    if (name.rfind(prefix, 0) == 0) out.emplace_back(name.substr(prefix.size()), t);
+  }
+  return out;
+}
+
+nlohmann::json state_json(const TrainingState& s) {
+  return {{"epochs_completed", s.epochs_completed},
+          {"batches_done_in_epoch", s.batches_done_in_epoch},
+          {"epoch_loss_sum", s.epoch_loss_sum},
+          {"epoch_samples", s.epoch_samples},
+          {"global_step", s.global_step},
+          {"best_val_loss", s.best_val_loss},
+          {"best_epoch", s.best_epoch},
+          {"epochs_without_improvement", s.epochs_without_improvement},
+          {"learning_rate", s.learning_rate},
+          {"plateau_wait", s.plateau_wait},
+          {"finished", s.finished},
+          {"history", s.history},
+          {"config", s.config}};
+}
+
+const std::string& metadata(const io::TensorFile& file, const std::string& key, const std::string& source) {
+  auto it = file.metadata.find(key);
+  if (it == file.metadata.end()) {
+    throw Error(source + ": not a qtft model file (no '" + key + "' metadata)");
+  }
+  return it->second;
+}
+
+nlohmann::json parse_metadata(const io::TensorFile& file, const std::string& key, const std::string& source) {
+  auto json = nlohmann::json::parse(metadata(file, key, source), nullptr, false);
+  if (json.is_discarded()) throw Error(source + ": metadata '" + key + "' is not valid JSON");
+  return json;
+}
+
+}  // namespace
+
+void save_model_file(const std::filesystem::path& path, const ModelFile& file) {
+  io::TensorFile out;
+  append_prefixed(out, kModelPrefix, file.weights);
+  out.metadata["qtft.format"] = kFormat;
+  out.metadata["qtft.config"] = model::to_json(file.options).dump();
+  out.metadata["qtft.features"] = data::to_json(file.features).dump();
+  out.metadata["qtft.dataset"] = data::to_json(file.dataset).dump();
+  if (file.training) {
+    const auto& s = *file.training;
+    // infinity is not JSON: an unset best loss is written as null.
+    auto json = state_json(s);
+    if (!std::isfinite(s.best_val_loss)) json["best_val_loss"] = nullptr;
+    out.metadata["qtft.training"] = json.dump();
+    append_prefixed(out, std::string(kResumePrefix) + "optimizer.", s.optimizer);
+    append_prefixed(out, std::string(kResumePrefix) + "model.", s.current_weights);
+    if (s.cpu_rng_state.defined()) out.tensors.emplace_back(std::string(kResumePrefix) + "rng.cpu", s.cpu_rng_state);
+  }
+  io::save_tensor_file(path, out);
+}
+
+void validate_model_file(const ModelFile& file, const std::string& source) {
+  auto fail = [&](const std::string& what) { throw Error(source + ": " + what); };
+  try {
+    file.options.validate();
+  } catch (const Error& e) {
+    fail(std::string("qtft.config is not a configuration qtft can build: ") + e.what());
+  }
+  const auto& o = file.options;
+  const auto& spec = file.features;
+  auto count = [](const auto& v) { return static_cast<int64_t>(v.size()); };
+  if (count(spec.observed) != o.num_observed()) {
+    fail("qtft.config says num_observed " + std::to_string(o.num_observed()) + " but qtft.features lists " +
+         std::to_string(spec.observed.size()) + " observed inputs");
+  }
+  if (count(spec.known) != o.num_known()) {
+    fail("qtft.config says num_known " + std::to_string(o.num_known()) + " but qtft.features lists " +
+         std::to_string(spec.known.size()) + " known inputs");
+  }
+  if (count(spec.symbols) != o.num_symbols()) {
+    fail("qtft.config says num_symbols " + std::to_string(o.num_symbols()) + " but qtft.features lists " +
+         std::to_string(spec.symbols.size()) + " symbols");
+  }
+  std::set<std::string> symbols;
+  for (const auto& name : spec.symbols) {
+    if (name.empty()) fail("qtft.features lists an empty symbol name");
+    if (!symbols.insert(name).second) fail("qtft.features lists the symbol '" + name + "' twice");
+  }
+  auto check_stats = [&](const std::vector<data::FeatureStats>& stats, const char* kind) {
+    for (const auto& f : stats) {
+      if (!std::isfinite(f.mean) || !std::isfinite(f.std) || !(f.std > 0)) {
+        fail(std::string("qtft.features: ") + kind + " input '" + f.name + "' has mean " + format_number(f.mean) +
+             " and std " + format_number(f.std) + " (finite, with a positive std, expected)");
+      }
+    }
+  };
+  auto names = [](const std::vector<data::FeatureStats>& stats) {
+    std::string out;
+    for (const auto& f : stats) out += (out.empty() ? "" : ", ") + f.name;
+    return out;
+  };
+  auto joined = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& n : v) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  const auto known = data::known_feature_names();
+  if (names(spec.known) != joined(known)) {
+    fail("qtft.features: the known inputs [" + names(spec.known) + "] are not the ones this qtft computes [" +
+         joined(known) + "]; models saved before bar_gap became an observed input must be retrained");
+  }
+  const auto observed = data::observed_feature_names(data::spec_uses_range(spec), data::spec_uses_volume(spec));
+  if (names(spec.observed) != joined(observed)) {
+    fail("qtft.features: the observed inputs [" + names(spec.observed) + "] are not ones this qtft computes (for " +
+         "these bars: [" + joined(observed) + "])");
+  }
+  check_stats(spec.observed, "observed");
+  check_stats(spec.known, "known");
+  if (!std::isfinite(spec.target_scale) || !(spec.target_scale > 0)) {
+    fail("qtft.features: target_scale " + format_number(spec.target_scale) + " is not a finite positive number");
+  }
+  try {
+    file.dataset.validate();
+  } catch (const Error& e) {
+    fail(std::string("qtft.dataset is not valid: ") + e.what());
+  }
+  if (file.dataset.encoder_length != o.encoder_length() || file.dataset.horizon != o.horizon()) {
+    fail("qtft.dataset windows (encoder " + std::to_string(file.dataset.encoder_length) + ", horizon " +
+         std::to_string(file.dataset.horizon) + ") differ from qtft.config's (encoder " +
+         std::to_string(o.encoder_length()) + ", horizon " + std::to_string(o.horizon()) + ")");
+  }
+  for (const auto& [name, t] : file.weights) {
+    // Observer state may be infinite by design (the running min/max before any data).
+    if (quant::is_observer_state(name)) continue;
+    if (at::isFloatingType(t.scalar_type()) && !at::isfinite(t).all().item<bool>()) {
+      fail("tensor model." + name + " holds non-finite values");
+    }
+  }
+}
+
+ModelFile load_model_file(const std::filesystem::path& path) {
+  const std::string source = path.string();
+  auto in = io::load_tensor_file(path);
+  if (metadata(in, "qtft.format", source) != kFormat) {
+    throw Error(source + ": unsupported model format '" + in.metadata["qtft.format"] + "' (expected " + kFormat + ")");
+  }
+  auto parsed = [&](const char* key, auto parse) {
+    try {
+      return parse(parse_metadata(in, key, source));
+    } catch (const Error& e) {
+      if (std::string(e.what()).rfind(source, 0) == 0) throw;
+      throw Error(source + ": " + key + ": " + e.what());
+    }
+  };
+  ModelFile file{parsed("qtft.config", model::tft_options_from_json),
+                 parsed("qtft.features", data::feature_spec_from_json),
+                 parsed("qtft.dataset", data::dataset_options_from_json), take_prefixed(in, kModelPrefix),
+                 std::nullopt};
+  if (in.metadata.count("qtft.training")) {
+    auto json = parse_metadata(in, "qtft.training", source);
+    TrainingState s;
+    try {
+      s.epochs_completed = json.at("epochs_completed").get<int64_t>();
+      s.batches_done_in_epoch = json.at("batches_done_in_epoch").get<int64_t>();
+      s.epoch_loss_sum = json.at("epoch_loss_sum").get<double>();
+      s.epoch_samples = json.at("epoch_samples").get<int64_t>();
+      s.global_step = json.at("global_step").get<int64_t>();
+      s.best_val_loss = json.at("best_val_loss").is_null() ? std::numeric_limits<double>::infinity()
+                                                            : json.at("best_val_loss").get<double>();
+      s.best_epoch = json.at("best_epoch").get<int64_t>();
+      s.epochs_without_improvement = json.at("epochs_without_improvement").get<int64_t>();
+      s.learning_rate = json.at("learning_rate").get<double>();
+      s.plateau_wait = json.at("plateau_wait").get<int64_t>();
+      s.finished = json.at("finished").get<bool>();
+      s.history = json.at("history");
+      s.config = json.at("config");
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(source + ": malformed training state: " + e.what());
+    }
+    s.optimizer = take_prefixed(in, std::string(kResumePrefix) + "optimizer.");
+    s.current_weights = take_prefixed(in, std::string(kResumePrefix) + "model.");
+    for (const auto& [name, t] : in.tensors) {
+      if (name == std::string(kResumePrefix) + "rng.cpu") s.cpu_rng_state = t;
+    }
+    file.training = std::move(s);
+  }
+  validate_model_file(file, source);
+  return file;
+}
+
+NamedTensors named_weights(const torch::nn::Module& module) {
+  NamedTensors out;
+  for (const auto& p : module.named_parameters()) out.emplace_back(p.key(), p.value().detach());
+  for (const auto& b : module.named_buffers()) out.emplace_back(b.key(), b.value().detach());
+  return out;
+}
+
+NamedTensors clone_weights(const torch::nn::Module& module) {
+  auto out = named_weights(module);
+  for (auto& [name, t] : out) t = t.to(at::kCPU).clone();
+  return out;
+}
+
+void copy_weights_into(torch::nn::Module& module, const NamedTensors& weights, const std::string& source,
+                       bool observers_may_be_missing) {
+  // Every name, shape and dtype is checked before anything is copied, so a mismatch
+  // leaves the module as it was rather than half overwritten.
+  std::map<std::string, at::Tensor> given(weights.begin(), weights.end());
+  std::string problems;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // target, source
+  auto targets = named_weights(module);
+  for (auto& [name, target] : targets) {
+    auto it = given.find(name);
+    if (it == given.end()) {
+      if (observers_may_be_missing && quant::is_observer_state(name)) continue;
+      problems += "\n  missing: " + name;
+      continue;
+    }
+    const auto& t = it->second;
+    if (t.sizes() != target.sizes() || t.scalar_type() != target.scalar_type()) {
+      problems += "\n  " + name + ": file has " + std::string(c10::toString(t.scalar_type())) + " " +
+                  c10::str(t.sizes()) + ", model has " + std::string(c10::toString(target.scalar_type())) + " " +
+                  c10::str(target.sizes());
+    } else {
+      copies.emplace_back(target, t);
+    }
+    given.erase(it);
+  }
+  for (const auto& [name, _] : given) problems += "\n  unexpected: " + name;
+  if (!problems.empty()) {
+    throw Error(source + ": the weights do not fit the model built from its configuration:" + problems);
+  }
+  for (auto& [target, t] : copies) target.copy_(t);
+}
+
+}  // namespace qtft::infer

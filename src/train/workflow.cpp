@@ -1,0 +1,111 @@
+#include "qtft/train/workflow.h"
+
+#include <algorithm>
+
+#include "qtft/common/error.h"
+#include "qtft/infer/model_io.h"
+#include "qtft/quant/observers.h"
+#include "qtft/train/calibration.h"
+
+namespace qtft::train {
+
+void QatRecipe::apply_to(TrainOptions& train) {
+  if (!two_phase) return;
+  use_qat = true;
+  if (live_epochs < 1 || live_epochs >= train.epochs) {
+    throw UsageError("--two-phase needs --qat-live-epochs between 1 and --epochs - 1, got " +
+                     std::to_string(live_epochs) + " with --epochs " + std::to_string(train.epochs));
+  }
+  train.freeze_observers_after_epochs = live_epochs;
+}
+
+void prepare_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, const QatRecipe& recipe,
+                       size_t batch_size, uint64_t seed, c10::Device device, TrainingEvents& events) {
+  auto stats = quant::observer_stats(*model);
+  const bool fresh = std::all_of(stats.begin(), stats.end(), [](const auto& s) { return s.samples == 0; });
+  if (fresh && recipe.calibration_batches > 0) {
+    events.calibration_started(recipe.calibration_batches);
+    calibrate_observers(model, dataset, recipe.calibration_batches, batch_size, seed, device);
+    events.calibration_finished(model);
+  }
+  if (recipe.freeze_observers) {
+    quant::freeze_observers(*model);
+    events.observers_frozen(stats.size());
+  }
+}
+
+void post_training_quantize(model::TemporalFusionTransformer& model, const data::Dataset& dataset, int64_t batches,
+                            size_t batch_size, uint64_t seed, c10::Device device) {
+  if (batches < 1) throw UsageError("--calibration-batches must be at least 1, got " + std::to_string(batches));
+  if (quant::observers_frozen(*model)) throw Error("its observers are already frozen; quantize the FP32 model instead");
+  calibrate_observers(model, dataset, batches, batch_size, seed, device);
+  quant::freeze_observers(*model);
+}
+
+void check_training_setup(const TrainingSetup& setup) {
+  auto train = setup.train;
+  auto qat = setup.qat;
+  qat.apply_to(train);
+  train.validate();
+  setup.dataset.validate();
+  if (setup.resume && setup.load_model.empty()) {
+    throw UsageError("--resume needs --load-model FILE (the checkpoint to continue)");
+  }
+}
+
+PreparedTraining prepare_training(const data::BarSet& bars, TrainingSetup setup, TrainingEvents& events) {
+  check_training_setup(setup);
+  setup.qat.apply_to(setup.train);
+
+  std::optional<infer::LoadedModel> loaded;
+  if (!setup.load_model.empty()) {
+    loaded = infer::load_model(setup.load_model, setup.device);
+    events.model_loaded(setup.load_model);
+    if (setup.resume) {
+      if (!loaded->file.training) throw Error(setup.load_model.string() + ": holds no training state to --resume from");
+      // The saved options decide which batches come next; only --epochs may grow.
+      setup.train = train_options_from_json(loaded->file.training->config, setup.train);
+    }
+  }
+  PreparedTraining run;
+  run.dataset = std::make_shared<const data::Dataset>(
+      loaded ? data::Dataset::build(bars, loaded->file.dataset, loaded->file.features)
+             : data::Dataset::build(bars, setup.dataset));
+  events.data_ready(*run.dataset);
+
+  if (loaded && setup.qat.use_qat && !setup.resume) {
+    infer::convert_to_qat(*loaded, setup.qat.weight_bits, setup.qat.activation_bits, setup.device);
+  }
+  if (loaded) {
+    run.model = loaded->model;
+  } else {
+    model::TftOptions options = infer::model_options_for(*run.dataset);
+    setup.architecture.apply_to(options);
+    options.use_qat(setup.qat.use_qat).weight_bits(setup.qat.weight_bits).activation_bits(setup.qat.activation_bits);
+    run.model = infer::build_model(options, setup.train.seed);
+  }
+  events.model_ready(run.model, setup.train);
+  if (run.model->options().use_qat() && !setup.resume) {
+    prepare_observers(run.model, *run.dataset, setup.qat, setup.train.batch_size, setup.train.seed, setup.device,
+                      events);
+  }
+
+  run.baselines = eval::evaluate_baselines(*run.dataset, data::Split::Validation, run.model->options().quantiles());
+  events.baselines_ready(run.baselines);
+
+  run.trainer = std::make_unique<Trainer>(run.model, run.dataset, setup.train, setup.device);
+  if (setup.resume) {
+    const auto& state = *loaded->file.training;
+    run.trainer->resume_from(state, loaded->file.weights);
+    events.resumed(state);
+  }
+  run.train = setup.train;
+  return run;
+}
+
+infer::ModelFile training_model_file(const PreparedTraining& run) {
+  return {run.model->options(), run.dataset->spec(), run.dataset->options(), run.trainer->best_weights(),
+          run.trainer->state()};
+}
+
+}  // namespace qtft::train

@@ -1,0 +1,62 @@
+// The installed package as a trading system uses it: install qtft into a fresh prefix,
+// build examples/forecast_latest out of tree against it with find_package(qtft), run it
+// on a model and recent bars, and require the very output of `qtft forecast`.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "support/bar_files.h"
+#include "support/cli_runner.h"
+#include "support/temp_dir.h"
+
+namespace qtft {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Runs a shell command with its output in `log`; returns the exit code.
+int shell(const std::string& command, const std::string& log) {
+  int status = std::system((command + " >'" + log + "' 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(Package, AnOutOfTreeProgramBuildsAgainstTheInstalledPackageAndForecastsLikeTheCli) {
+  test::TempDir dir;
+  const std::string cmake = QTFT_CMAKE_COMMAND, prefix = dir.file("prefix"), log = dir.file("log.txt");
+  ASSERT_EQ(shell("'" + cmake + "' --install '" QTFT_BUILD_DIR "' --prefix '" + prefix + "'", log), 0)
+      << test::read_text(log);
+  EXPECT_TRUE(std::filesystem::exists(prefix + "/lib/cmake/qtft/qtftConfig.cmake"));
+  EXPECT_TRUE(std::filesystem::exists(prefix + "/include/qtft/infer/forecaster.h"));
+
+  const std::string build = dir.file("example-build");
+  ASSERT_EQ(shell("'" + cmake + "' -S '" QTFT_SOURCE_DIR "/examples/forecast_latest' -B '" + build +
+                      "' -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH='" + prefix + "'",
+                  log),
+            0)
+      << test::read_text(log);
+  ASSERT_EQ(shell("'" + cmake + "' --build '" + build + "'", log), 0) << test::read_text(log);
+
+  // A model trained by the installed CLI, and the latest bars of the same series under
+  // another file name.
+  dir.write("bars.csv", test::regular_bars_csv(400, "ES"));
+  dir.write("recent.csv", test::regular_bars_csv(60, "ES"));
+  auto train = test::run_qtft(dir, "train --csv-file '" + dir.file("bars.csv") +
+                                       "' --encoder-length 12 --horizon 3 --epochs 1 --max-batches-per-epoch 2 "
+                                       "--hidden-size 8 --attention-heads 2 --save-model '" +
+                                       dir.file("model.safetensors") + "'");
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  auto cli = test::run_qtft(dir, "forecast --load-model '" + dir.file("model.safetensors") + "' --csv-file '" +
+                                     dir.file("recent.csv") + "'");
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  ASSERT_EQ(shell("'" + build + "/forecast_latest' '" + dir.file("model.safetensors") + "' '" +
+                      dir.file("recent.csv") + "'",
+                  log),
+            0)
+      << test::read_text(log);
+  EXPECT_EQ(test::read_text(log), cli.out);
+  EXPECT_THAT(cli.out, HasSubstr("ES: 3 bars after"));
+}
+
+}  // namespace
+}  // namespace qtft

@@ -1,0 +1,254 @@
+// The serving API's promises: forecasts past the last bar that agree bit for bit with the
+// backtest path, future timestamps continued at the bar interval, safe concurrent calls,
+// and clear errors for bars a forecast cannot use.
+#include <ATen/CPUGeneratorImpl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/utils.h>
+
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "memory/bitwise.h"
+#include "qtft/common/error.h"
+#include "qtft/data/dataset.h"
+#include "qtft/infer/forecast.h"
+#include "qtft/infer/forecaster.h"
+#include "qtft/infer/model_file.h"
+#include "qtft/infer/model_io.h"
+#include "support/bar_files.h"
+#include "support/temp_dir.h"
+#include "support/tiny_model.h"
+
+namespace qtft::infer {
+namespace {
+
+using ::testing::HasSubstr;
+
+const c10::Device kCpu(c10::kCPU);
+
+// A tiny trained-looking model (random weights are enough: the promises are about the
+// path, not the skill) saved next to the bars and dataset it was built on.
+struct Saved {
+  std::unique_ptr<test::TempDir> dir;
+  data::BarSet bars;
+  data::Dataset dataset;
+  std::string path;
+};
+
+Saved save_tiny_model(int symbols = 2, bool qat = false) {
+  Saved s{std::make_unique<test::TempDir>(), test::regular_bar_set(301, symbols), data::Dataset{}, ""};
+  data::DatasetOptions o;
+  o.encoder_length = 12;
+  o.horizon = 3;
+  s.dataset = data::Dataset::build(s.bars, o);
+  auto options = test::tiny_model_options(s.dataset);
+  options.use_qat(qat);
+  auto model = build_model(options, 5);
+  s.path = s.dir->file("model.safetensors");
+  save_model_file(s.path, {options, s.dataset.spec(), s.dataset.options(), named_weights(*model), std::nullopt});
+  return s;
+}
+
+// Bars [0, end) of one series.
+data::BarSeries first_bars(const data::BarSeries& s, size_t end) {
+  data::BarSeries out;
+  out.symbol = s.symbol;
+  auto take = [&](const std::vector<double>& v, std::vector<double>& o) {
+    if (!v.empty()) o.assign(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(end));
+  };
+  out.timestamp_ns.assign(s.timestamp_ns.begin(), s.timestamp_ns.begin() + static_cast<std::ptrdiff_t>(end));
+  take(s.open, out.open);
+  take(s.high, out.high);
+  take(s.low, out.low);
+  take(s.close, out.close);
+  take(s.volume, out.volume);
+  return out;
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+TEST(Forecaster, MatchesTheBacktestForTheWindowEndingAtT) {
+  auto saved = save_tiny_model();
+  auto forecaster = Forecaster::load(saved.path);
+  auto loaded = load_model(saved.path, kCpu);
+  // The backtest path, one window per forward like the single forecast below.
+  auto table = forecast_split(loaded.model, saved.dataset, data::Split::Test, 1, kCpu);
+  const int64_t l = saved.dataset.options().encoder_length, h = saved.dataset.options().horizon;
+  const size_t windows = saved.dataset.num_windows(data::Split::Test);
+  ASSERT_GT(windows, 10u);
+  for (size_t index : {size_t{0}, windows / 2, windows - 1}) {
+    SCOPED_TRACE("test window " + std::to_string(index));
+    const auto w = saved.dataset.window(data::Split::Test, index);
+    const auto& series = saved.bars.series[w.series];
+    // Feature row r describes bar r + 1: the window's last encoder row is bar `origin`.
+    const auto origin = static_cast<size_t>(w.start + l - 1 + 1);
+    std::vector<int64_t> future(series.timestamp_ns.begin() + static_cast<std::ptrdiff_t>(origin + 1),
+                                series.timestamp_ns.begin() + static_cast<std::ptrdiff_t>(origin + 1 + h));
+    auto f = forecaster.forecast(first_bars(series, origin + 1), future);
+    EXPECT_EQ(f.symbol, series.symbol);
+    EXPECT_EQ(f.origin_ns, series.timestamp_ns[origin]);
+    EXPECT_FALSE(f.timestamps_continued);
+    ASSERT_EQ(f.steps.size(), static_cast<size_t>(h));
+    for (int64_t step = 0; step < h; ++step) {
+      const auto row = static_cast<size_t>(static_cast<int64_t>(index) * h + step);
+      ASSERT_EQ(table.step[row], step + 1);
+      EXPECT_EQ(f.steps[step].timestamp_ns, table.timestamp_ns[row]);
+      for (size_t q = 0; q < f.quantiles.size(); ++q) {
+        EXPECT_TRUE(same_bits(f.steps[step].quantile_return[q], table.quantile_return[q][row]))
+            << "step " << step + 1 << " quantile " << q << ": " << f.steps[step].quantile_return[q] << " vs "
+            << table.quantile_return[q][row];
+        EXPECT_TRUE(same_bits(f.steps[step].quantile_price[q], table.quantile_price[q][row]));
+      }
+    }
+  }
+}
+
+TEST(Forecaster, ContinuesTheSeriesAtItsMedianBarSpacing) {
+  auto saved = save_tiny_model();
+  auto forecaster = Forecaster::load(saved.path);
+  const auto& series = saved.bars.series[0];
+  auto recent = first_bars(series, 100);
+  // A halt among the recent bars does not move the median spacing.
+  for (size_t i = 60; i < recent.size(); ++i) recent.timestamp_ns[i] += 3'600'000'000'000LL;
+  auto f = forecaster.forecast(recent);
+  EXPECT_TRUE(f.timestamps_continued);
+  const int64_t five_minutes = 300'000'000'000LL;
+  EXPECT_EQ(f.bar_interval_ns, five_minutes);
+  for (size_t step = 0; step < f.steps.size(); ++step) {
+    EXPECT_EQ(f.steps[step].timestamp_ns, recent.timestamp_ns.back() + static_cast<int64_t>(step + 1) * five_minutes);
+  }
+  // Given the same timestamps explicitly, the forecast is the same.
+  std::vector<int64_t> future;
+  for (const auto& s : f.steps) future.push_back(s.timestamp_ns);
+  auto given = forecaster.forecast(recent, future);
+  for (size_t step = 0; step < f.steps.size(); ++step) {
+    for (size_t q = 0; q < f.quantiles.size(); ++q) {
+      EXPECT_TRUE(same_bits(given.steps[step].quantile_return[q], f.steps[step].quantile_return[q]));
+    }
+  }
+  // Prices follow the median path: step 1's median price is the last close times exp(median return).
+  const size_t median = 1;
+  EXPECT_DOUBLE_EQ(f.steps[0].quantile_price[median],
+                   recent.close.back() * std::exp(f.steps[0].quantile_return[median]));
+}
+
+TEST(Forecaster, ReadsOnlyTheBarsItNeeds) {
+  auto saved = save_tiny_model();
+  auto forecaster = Forecaster::load(saved.path);
+  EXPECT_EQ(forecaster.min_bars(), 13);
+  const auto& series = saved.bars.series[1];
+  auto longer = forecaster.forecast(first_bars(series, 200));
+  data::BarSeries shortest = first_bars(series, 200);
+  auto drop = [](auto& v) {
+    if (!v.empty()) v.erase(v.begin(), v.end() - 13);
+  };
+  drop(shortest.timestamp_ns), drop(shortest.open), drop(shortest.high), drop(shortest.low), drop(shortest.close),
+      drop(shortest.volume);
+  auto exact = forecaster.forecast(shortest);
+  for (size_t step = 0; step < exact.steps.size(); ++step) {
+    EXPECT_EQ(exact.steps[step].quantile_price, longer.steps[step].quantile_price);
+  }
+}
+
+TEST(Forecaster, ABatchForecastsEverySeriesInOneCall) {
+  auto saved = save_tiny_model();
+  auto forecaster = Forecaster::load(saved.path);
+  std::vector<data::BarSeries> recent{first_bars(saved.bars.series[0], 150), first_bars(saved.bars.series[1], 90)};
+  auto batch = forecaster.forecast(recent);
+  ASSERT_EQ(batch.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    auto single = forecaster.forecast(recent[i]);
+    EXPECT_EQ(batch[i].symbol, recent[i].symbol);
+    for (size_t step = 0; step < single.steps.size(); ++step) {
+      for (size_t q = 0; q < single.quantiles.size(); ++q) {
+        // One forward of two windows may sum in another order than two of one.
+        EXPECT_NEAR(batch[i].steps[step].quantile_return[q], single.steps[step].quantile_return[q], 1e-6);
+      }
+    }
+  }
+}
+
+TEST(Forecaster, ConcurrentCallsGiveTheSerialBits) {
+  auto saved = save_tiny_model(2, /*qat=*/true);
+  auto forecaster = Forecaster::load(saved.path);
+  EXPECT_EQ(forecaster.kind(), "qat");
+  std::vector<data::BarSeries> inputs;
+  for (size_t end : {40, 120, 200, 301}) inputs.push_back(first_bars(saved.bars.series[end % 2], end));
+  std::vector<Forecast> serial;
+  for (const auto& in : inputs) serial.push_back(forecaster.forecast(in));
+  constexpr int kThreads = 4, kRounds = 10;
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round) {
+        const size_t i = static_cast<size_t>(t + round) % inputs.size();
+        auto f = forecaster.forecast(inputs[i]);
+        for (size_t step = 0; step < f.steps.size(); ++step) {
+          for (size_t q = 0; q < f.quantiles.size(); ++q) {
+            if (!same_bits(f.steps[step].quantile_return[q], serial[i].steps[step].quantile_return[q])) ++mismatches[t];
+          }
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+TEST(Forecaster, AOneSeriesModelForecastsThatSeriesUnderAnyName) {
+  auto saved = save_tiny_model(1);
+  auto forecaster = Forecaster::load(saved.path);
+  auto recent = first_bars(saved.bars.series[0], 50);
+  recent.symbol = "recent";
+  auto f = forecaster.forecast(recent);
+  EXPECT_EQ(f.symbol, saved.bars.series[0].symbol);  // the model's name for it
+}
+
+TEST(Forecaster, RefusesBarsItCannotUseWithClearErrors) {
+  auto saved = save_tiny_model();
+  auto forecaster = Forecaster::load(saved.path);
+  const auto& series = saved.bars.series[0];
+  auto message = [&](const data::BarSeries& bars, std::vector<int64_t> future = {}) {
+    return test::error_message([&] { forecaster.forecast(bars, future); });
+  };
+  EXPECT_THAT(message(first_bars(series, 12)), HasSubstr("12 bars given, the model needs at least 13"));
+  auto bad_price = first_bars(series, 50);
+  bad_price.close[45] = std::nan("");
+  EXPECT_THAT(message(bad_price), HasSubstr("bar 46"));
+  EXPECT_THAT(message(bad_price), HasSubstr("close nan is not finite"));
+  auto unsorted = first_bars(series, 50);
+  std::swap(unsorted.timestamp_ns[10], unsorted.timestamp_ns[11]);
+  EXPECT_THAT(message(unsorted), HasSubstr("unsorted timestamp"));
+  auto unknown = first_bars(series, 50);
+  unknown.symbol = "ZZ";
+  EXPECT_THAT(message(unknown), HasSubstr("symbol 'ZZ' was not in the training data (known: S0, S1)"));
+  auto no_volume = first_bars(series, 50);
+  no_volume.volume.clear();
+  EXPECT_THAT(message(no_volume), HasSubstr("the model reads volume"));
+  auto recent = first_bars(series, 50);
+  EXPECT_THAT(message(recent, {recent.timestamp_ns.back() + 1}), HasSubstr("1 future timestamps given, the model forecasts 3"));
+  EXPECT_THAT(message(recent, {recent.timestamp_ns.back(), recent.timestamp_ns.back() + 2, recent.timestamp_ns.back() + 3}),
+              HasSubstr("is not after"));
+}
+
+TEST(Forecaster, RefusesAFileThatIsNotAModel) {
+  test::TempDir dir;
+  auto path = dir.write("notes.safetensors", "this is not a model");
+  EXPECT_THAT(test::error_message([&] { Forecaster::load(path); }), HasSubstr("notes.safetensors"));
+  EXPECT_THROW(Forecaster::load(dir.file("missing.safetensors")), Error);
+}
+
+TEST(Forecaster, LoadingAndForecastingLeaveTheRandomStreamAlone) {
+  auto saved = save_tiny_model();
+  torch::manual_seed(77);
+  const auto before = at::detail::getDefaultCPUGenerator().get_state();
+  auto forecaster = Forecaster::load(saved.path);
+  forecaster.forecast(first_bars(saved.bars.series[0], 60));
+  EXPECT_TRUE(test::bitwise_equal(at::detail::getDefaultCPUGenerator().get_state(), before));
+}
+
+}  // namespace
+}  // namespace qtft::infer

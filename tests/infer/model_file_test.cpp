@@ -1,0 +1,67 @@
+// Model files: everything saved comes back exactly, and a reloaded model forecasts the
+// same bits.
+#include <ATen/ops/equal.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "qtft/data/batch.h"
+#include "qtft/io/safetensors.h"
+#include "qtft/infer/model_file.h"
+#include "qtft/infer/model_io.h"
+#include "support/temp_dir.h"
+#include "support/tiny_model.h"
+
+namespace qtft::infer {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ModelFile, ReloadedModelPredictsBitIdenticalOutputs) {
+  auto d = test::tiny_dataset();
+  auto options = test::tiny_model_options(d);
+  auto model = build_model(options, 3);
+  model->eval();
+  test::TempDir dir;
+  auto path = dir.file("m.safetensors");
+  save_model_file(path, {options, d.spec(), d.options(), named_weights(*model), std::nullopt});
+
+  auto loaded = load_model(path, c10::Device(c10::kCPU));
+  loaded.model->eval();
+  std::vector<size_t> indices{0, 5, 9};
+  auto batch = data::make_batch(d, data::Split::Validation, indices);
+  auto a = model->forward(batch.observed, batch.known, batch.symbol);
+  auto b = loaded.model->forward(batch.observed, batch.known, batch.symbol);
+  EXPECT_TRUE(at::equal(a.quantiles, b.quantiles));
+  EXPECT_TRUE(at::equal(a.attention, b.attention));
+
+  EXPECT_EQ(model::to_json(loaded.file.options), model::to_json(options));
+  EXPECT_EQ(loaded.file.features.target_scale, d.spec().target_scale);
+  EXPECT_EQ(loaded.file.features.observed[2].std, d.spec().observed[2].std);
+  EXPECT_EQ(loaded.file.features.symbols, d.spec().symbols);
+  EXPECT_EQ(loaded.file.dataset.encoder_length, 12);
+  EXPECT_FALSE(loaded.file.training.has_value());
+}
+
+TEST(ModelFile, WeightsThatDoNotFitAreListed) {
+  auto d = test::tiny_dataset();
+  auto model = build_model(test::tiny_model_options(d), 3);
+  auto weights = named_weights(*model);
+  weights.erase(weights.begin());
+  weights.emplace_back("extra.weight", weights.front().second);
+  auto message = test::error_message([&] { copy_weights_into(*model, weights, "f.safetensors"); });
+  EXPECT_THAT(message, HasSubstr("f.safetensors: the weights do not fit"));
+  EXPECT_THAT(message, HasSubstr("missing: " + named_weights(*model).front().first));
+  EXPECT_THAT(message, HasSubstr("unexpected: extra.weight"));
+}
+
+TEST(ModelFile, RejectsFilesThatAreNotModels) {
+  test::TempDir dir;
+  std::vector<float> v{1};
+  io::write_safetensors(dir.file("x.safetensors"),
+                        {{"w", io::DType::F32, {1}, {reinterpret_cast<const std::byte*>(v.data()), 4}}}, {});
+  EXPECT_THAT(test::error_message([&] { load_model_file(dir.file("x.safetensors")); }),
+              HasSubstr("not a qtft model file"));
+}
+
+}  // namespace
+}  // namespace qtft::infer

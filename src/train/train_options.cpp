@@ -61,6 +61,8 @@ nlohmann::json to_json(const TrainOptions& o) { return nlohmann::json(o); }
 TrainOptions train_options_from_json(const nlohmann::json& json, TrainOptions base) {
   TrainOptions saved;
   try {
+    // nlohmann maps an unknown enum name to the first value; a bad name is an error here.
+    if (json.contains("lr_schedule")) parse_lr_schedule(json.at("lr_schedule").get<std::string>());
     saved = json.get<TrainOptions>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("model file: malformed training options: ") + e.what());

@@ -70,6 +70,10 @@ TEST_F(CheckpointingCli, FlagMistakesAreUsageErrorsNamingTheFlag) {
   auto run = train("--checkpoint-policy lstm" + kSmall);
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("--checkpoint-policy and --memory-budget need --use-gradient-checkpointing"));
+  // Naming the default policy is no less a mistake without the flag: it is not ignored.
+  run = train("--checkpoint-policy blocks" + kSmall);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("need --use-gradient-checkpointing"));
   run = train("--use-gradient-checkpointing --checkpoint-policy auto" + kSmall);
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("--checkpoint-policy auto needs --memory-budget"));

@@ -86,6 +86,12 @@ TEST_F(QatCli, QuantizeCalibratesAndFreezesAnFp32Model) {
                                 " --calibration-batches 4 --batch-size 16 --save-model " + ptq);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("Loss on the validation split: source model"));
+  // --split is honoured, not silently replaced.
+  auto on_test = run_qtft(dir_, "quantize --load-model " + fp32 + " --parquet-file " + data_ +
+                                    " --calibration-batches 4 --batch-size 16 --split test --save-model " +
+                                    dir_.file("ptq-test.safetensors"));
+  ASSERT_EQ(on_test.exit_code, 0) << on_test.err;
+  EXPECT_THAT(on_test.out, HasSubstr("Loss on the test split: source model"));
   auto stats = observers(ptq);
   ASSERT_FALSE(stats.empty());
   for (const auto& s : stats) {

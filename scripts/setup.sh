@@ -4,7 +4,8 @@
 #   apt: compilers and build tools, GoogleTest, nlohmann-json, CLI11, ccache
 #   venv: the pinned torch and pyarrow wheels (LibTorch, Arrow/Parquet C++), outside the
 #         clone under ~/.cache/qtft/venv-<hash of requirements.txt>, shared by all clones
-#   build: cmake --preset release, then ninja, into build/
+#   build: cmake --preset release, then ninja, into build/: the targets given as arguments
+#          (train.sh asks for the qtft program only), or everything (tests, benchmarks)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -37,4 +38,8 @@ fi
 if [[ ! -f build/build.ninja ]]; then
   cmake --preset release -DQTFT_PYTHON="$venv/bin/python"
 fi
-cmake --build --preset release
+if (($# > 0)); then
+  cmake --build --preset release --target "$@"
+else
+  cmake --build --preset release
+fi

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "run_flags.h"
 #include "data_flags.h"
 #include "qtft/common/error.h"
 #include "qtft/data/arrow_bars.h"
@@ -20,7 +21,7 @@ void add_convert_command(CLI::App& app) {
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("convert", "Convert a CSV file of bars to Parquet");
   cmd->add_option("input", flags->input, "CSV file")->required()->check(CLI::ExistingFile);
-  cmd->add_option("output", flags->output, "Parquet file to write")->required();
+  cmd->add_option("output", flags->output, "Parquet file to write")->required()->check(writable_file());
   cmd->add_flag("--no-validate", flags->no_validate,
                 "Convert any CSV table as it is, without checking it holds valid bars");
   auto& c = flags->data.source.read.columns;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "run_flags.h"
 #include "model_run.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/eval/baselines.h"
@@ -26,7 +27,7 @@ void add_evaluate_command(CLI::App& app) {
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("evaluate", "Metrics of a saved model and the naive baselines on bars");
   add_model_run_flags(*cmd, flags->run);
-  cmd->add_option("--metrics-json", flags->metrics_json, "Write the metrics as JSON");
+  cmd->add_option("--metrics-json", flags->metrics_json, "Write the metrics as JSON")->check(writable_file());
   cmd->callback([flags] {
     auto run = open_model_run(flags->run);
     auto metrics = eval::evaluate_model(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);

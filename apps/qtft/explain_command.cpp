@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "run_flags.h"
 #include "model_run.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/infer/explain.h"
@@ -18,7 +19,7 @@ void add_explain_command(CLI::App& app) {
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("explain", "Variable importance and attention profile of a saved model");
   add_model_run_flags(*cmd, flags->run);
-  cmd->add_option("--json", flags->json, "Also write the explanation as JSON");
+  cmd->add_option("--json", flags->json, "Also write the explanation as JSON")->check(writable_file());
   cmd->callback([flags] {
     auto run = open_model_run(flags->run);
     auto e = infer::explain_model(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);

@@ -30,7 +30,8 @@ void add_forecast_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   add_bar_source_flags(*cmd, flags->data);
-  cmd->add_option("--output", flags->output, "Write the forecasts to forecasts.csv or forecasts.parquet");
+  cmd->add_option("--output", flags->output, "Write the forecasts to forecasts.csv or forecasts.parquet")
+      ->check(writable_file());
   cmd->add_flag("--json", flags->json, "Print the forecasts as JSON instead of a table");
   add_runtime_flags(*cmd, flags->runtime);
   cmd->callback([flags] {

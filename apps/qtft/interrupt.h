@@ -9,4 +9,15 @@ namespace qtft::cli {
 void install_interrupt_handler();
 bool interrupt_requested();
 
+// For its lifetime (a file being saved), a second signal does not end the process at
+// once: it does so when the save is complete. (A signal mask would not do: LibTorch's
+// worker threads would still take the signal.)
+class SignalsHeld {
+ public:
+  SignalsHeld();
+  ~SignalsHeld();
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+};
+
 }  // namespace qtft::cli

@@ -1,5 +1,7 @@
 // qtft: one binary, one subcommand per file. Exit codes: 0 success, 2 usage error,
 // 1 any other failure, with a one-line message on stderr.
+#include <c10/util/Exception.h>
+
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
@@ -44,6 +46,10 @@ int main(int argc, char** argv) {
   } catch (const qtft::UsageError& e) {
     std::cerr << "qtft: " << e.what() << "\n";
     return 2;
+  } catch (const c10::Error& e) {
+    // LibTorch's own message, without the C++ stack trace it carries.
+    std::cerr << "qtft: error: " << e.what_without_backtrace() << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "qtft: error: " << e.what() << "\n";
     return 1;

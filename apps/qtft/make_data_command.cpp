@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "run_flags.h"
 #include "qtft/common/error.h"
 #include "qtft/data/bars.h"
 #include "qtft/data/synthetic.h"
@@ -16,7 +17,7 @@ void add_make_data_command(CLI::App& app) {
   };
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("make-data", "Write the embedded synthetic futures bars to a file");
-  cmd->add_option("--output", flags->output, "Output file (.parquet, or .csv)")->required();
+  cmd->add_option("--output", flags->output, "Output file (.parquet, or .csv)")->required()->check(writable_file());
   cmd->add_option("--rows", flags->synthetic.rows, "Bars in all, shared evenly by the symbols")
       ->capture_default_str();
   cmd->add_option("--symbols", flags->synthetic.symbols, "Number of symbols")->capture_default_str();

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "run_flags.h"
 #include "model_run.h"
 #include "qtft/common/error.h"
 #include "qtft/infer/forecast.h"
@@ -17,7 +18,7 @@ void add_predict_command(CLI::App& app) {
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("predict", "Quantile forecasts of a saved model, in returns and prices");
   add_model_run_flags(*cmd, flags->run);
-  cmd->add_option("--output", flags->output, "forecasts.csv or forecasts.parquet")->required();
+  cmd->add_option("--output", flags->output, "forecasts.csv or forecasts.parquet")->required()->check(writable_file());
   cmd->callback([flags] {
     if (!flags->output.ends_with(".csv") && !flags->output.ends_with(".parquet")) {
       throw UsageError("--output " + flags->output + ": use a .csv or .parquet file name");

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "run_flags.h"
 #include "model_run.h"
 #include "qtft/common/error.h"
 #include "qtft/quant/observers.h"
@@ -32,7 +33,9 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--activation-bits", flags->qat.activation_bits, "Activation bit width: 8")->capture_default_str();
   cmd->add_flag("--verbose", flags->qat.verbose, "List every observer");
   cmd->add_option("--seed", flags->seed, "Seed of the calibration batch order")->capture_default_str();
-  cmd->add_option("--save-model", flags->save_model, "Where to write the quantized model")->required();
+  cmd->add_option("--save-model", flags->save_model, "Where to write the quantized model")
+      ->required()
+      ->check(writable_file());
   cmd->callback([flags] {
     auto& f = *flags;
     if (f.qat.calibration_batches < 1) throw UsageError("--calibration-batches must be at least 1");

@@ -3,14 +3,23 @@
 #include <ATen/Parallel.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include <CLI/CLI.hpp>
 
 #include "qtft/common/error.h"
+#include "qtft/io/atomic_file.h"
 
 namespace qtft::cli {
 
 void RuntimeFlags::apply() const {
   if (threads < 0) throw UsageError("--threads must not be negative");
+  // More threads than cores make LibTorch's OpenMP spin against itself (75x slower seen).
+  const auto cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (cores > 0 && threads > cores) {
+    throw UsageError("--threads " + std::to_string(threads) + " is more than this machine's " + std::to_string(cores) +
+                     " cores");
+  }
   if (threads > 0) at::set_num_threads(threads);
 }
 
@@ -94,6 +103,20 @@ void CheckpointFlags::apply_to(train::TrainOptions& options) const {
   options.checkpoint_policy = policy_value;
   options.memory_budget_bytes = memory_budget.empty() ? 0 : memory::parse_byte_size(memory_budget, "--memory-budget");
   options.validate();
+}
+
+const CLI::Validator& writable_file() {
+  static const CLI::Validator validator(
+      [](std::string& path) -> std::string {
+        try {
+          io::check_writable(path, "");
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "FILE");
+  return validator;
 }
 
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }

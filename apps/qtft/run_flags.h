@@ -8,6 +8,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace qtft::cli {
@@ -49,6 +50,10 @@ void add_checkpoint_flags(CLI::App& cmd, CheckpointFlags& flags);
 void add_qat_flags(CLI::App& cmd, QatFlags& flags);
 void add_runtime_flags(CLI::App& cmd, RuntimeFlags& flags);
 void add_training_flags(CLI::App& cmd, train::TrainOptions& options, std::string& lr_schedule);
+
+// The check for every option that names a file to write: at parse time, before any work,
+// its folder must exist and be writable and it must not be a folder (io::check_writable).
+const CLI::Validator& writable_file();
 
 // stdout is a terminal: draw live progress bars instead of log lines.
 bool stdout_is_terminal();

@@ -37,7 +37,71 @@ struct TrainFlags {
   std::string lr_schedule = "plateau";
   std::string save_model, load_model, metrics_json;
   bool resume = false;
+  bool epochs_given = false;  // --epochs on the command line (a resumed run keeps its own otherwise)
 };
+
+// What a checkpoint records of the command that made it, so that
+// `qtft train --resume --load-model F` alone continues the run.
+nlohmann::json run_record(const TrainFlags& f, const std::string& save_path) {
+  const auto& src = f.data.source;
+  const auto& c = src.read.columns;
+  auto absolute = [](const std::string& p) { return p.empty() ? p : std::filesystem::absolute(p).string(); };
+  return {{"save_model", absolute(save_path)},
+          {"data",
+           {{"parquet_file", absolute(src.parquet_file)},
+            {"csv_file", absolute(src.csv_file)},
+            {"timestamp_column", c.timestamp},
+            {"open_column", c.open},
+            {"high_column", c.high},
+            {"low_column", c.low},
+            {"close_column", c.close},
+            {"volume_column", c.volume},
+            {"symbol_column", c.symbol},
+            {"symbol", src.read.symbol},
+            {"timestamp_unit", f.data.timestamp_unit}}}};
+}
+
+// --resume: what the command line leaves out comes from the checkpoint's record: the data,
+// the save path and the epoch budget of the original run.
+void continue_recorded_run(TrainFlags& f) {
+  const auto file = infer::load_model_file(f.load_model);
+  if (!file.training) throw Error(f.load_model + ": holds no training state to --resume from");
+  const auto& record = file.training->run;
+  try {
+    if (!f.epochs_given && file.training->config.contains("epochs")) {
+      f.train.epochs = file.training->config.at("epochs").get<int64_t>();
+    }
+    if (f.save_model.empty() && record.contains("save_model")) f.save_model = record.at("save_model").get<std::string>();
+    if (f.data.source.uses_embedded_data() && record.contains("data")) {
+      const auto& d = record.at("data");
+      auto& src = f.data.source;
+      auto& c = src.read.columns;
+      src.parquet_file = d.at("parquet_file").get<std::string>();
+      src.csv_file = d.at("csv_file").get<std::string>();
+      c.timestamp = d.at("timestamp_column").get<std::string>();
+      c.open = d.at("open_column").get<std::string>();
+      c.high = d.at("high_column").get<std::string>();
+      c.low = d.at("low_column").get<std::string>();
+      c.close = d.at("close_column").get<std::string>();
+      c.volume = d.at("volume_column").get<std::string>();
+      c.symbol = d.at("symbol_column").get<std::string>();
+      src.read.symbol = d.at("symbol").get<std::string>();
+      f.data.timestamp_unit = d.at("timestamp_unit").get<std::string>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(f.load_model + ": malformed record of the run to resume: " + e.what());
+  }
+  if (!f.save_model.empty()) io::check_writable(f.save_model, "--save-model (from the checkpoint)");
+  std::cout << "Continuing the run of " << f.load_model << ": " << f.train.epochs << " epochs"
+            << (f.save_model.empty() ? "" : ", saving to " + f.save_model) << "\n";
+}
+
+// Saves with Ctrl-C held back, so a signal cannot leave a half-written temporary behind; a
+// signal that came meanwhile is acted on once the file is in place.
+void save_whole(const std::string& path, const infer::ModelFile& file) {
+  SignalsHeld held;
+  infer::save_model_file(path, file);
+}
 
 constexpr const char* kInterruptedFile = "qtft-interrupted.safetensors";
 
@@ -166,9 +230,13 @@ void run_train(TrainFlags& f) {
     run_compare_accuracy(f);
     return;
   }
+  if (f.resume && !f.load_model.empty()) continue_recorded_run(f);
+  finish_data_flags(f.data);
   train::TrainingSetup setup{f.data.dataset, f.model, qat_recipe(f.qat), f.train, f.load_model, f.resume,
                              infer::resolve_device(f.runtime.device)};
   train::check_training_setup(setup);  // flags before data
+  // Two runs saving to one file would overwrite each other's work: the second stops here.
+  io::OutputLock lock(f.save_model.empty() ? kInterruptedFile : f.save_model);
 
   const auto& source = f.data.source;
   if (source.uses_embedded_data()) {
@@ -187,15 +255,17 @@ void run_train(TrainFlags& f) {
   auto result = run.trainer->fit(*progress, interrupt_requested);
 
   auto out = train::training_model_file(run);
+  out.training->run = run_record(f, f.save_model);
   const auto& state = *out.training;
   if (result.interrupted) {
     std::string path = f.save_model.empty() ? kInterruptedFile : f.save_model;
-    infer::save_model_file(path, out);
+    save_whole(path, out);
     std::fprintf(stderr,
                  "\nqtft: interrupted after epoch %lld, batch %lld: saved a resumable checkpoint to %s\n"
-                 "continue with: qtft train --load-model %s --resume [same data flags]\n",
+                 "continue with: qtft train --resume --load-model %s\n"
+                 "(the data, the %lld epochs and the save path come from the checkpoint; flags given override them)\n",
                  static_cast<long long>(state.epochs_completed), static_cast<long long>(state.batches_done_in_epoch),
-                 path.c_str(), path.c_str());
+                 path.c_str(), path.c_str(), static_cast<long long>(f.train.epochs));
     throw ExitCode{130};
   }
 
@@ -211,7 +281,7 @@ void run_train(TrainFlags& f) {
       best.loss < baseline ? "better" : "WORSE", 100.0 * std::abs(baseline - best.loss) / baseline, best.rmse,
       best.mae, best.p50, best.p90, static_cast<long long>(parameters), result.train_seconds);
   if (!f.save_model.empty()) {
-    infer::save_model_file(f.save_model, out);
+    save_whole(f.save_model, out);
     std::cout << "Saved " << f.save_model << "\n";
   }
   if (!f.metrics_json.empty()) {
@@ -231,6 +301,12 @@ void run_train(TrainFlags& f) {
                      {"stopped_early", result.stopped_early}};
     io::write_file_atomically(f.metrics_json, j.dump(2) + "\n");
   }
+  if (interrupt_requested()) {
+    // The signal came after the last step: the files above are complete, but say so.
+    std::fprintf(stderr, "qtft: interrupted while finishing; %s\n",
+                 f.save_model.empty() ? "nothing was being saved" : ("the model was saved completely to " + f.save_model).c_str());
+    throw ExitCode{130};
+  }
 }
 
 }  // namespace
@@ -245,12 +321,17 @@ void add_train_command(CLI::App& app) {
   add_checkpoint_flags(*cmd, flags->checkpointing);
   add_training_flags(*cmd, flags->train, flags->lr_schedule);
   add_runtime_flags(*cmd, flags->runtime);
-  cmd->add_option("--save-model", flags->save_model, "Write the best model and training state (.safetensors)");
+  cmd->add_option("--save-model", flags->save_model, "Write the best model and training state (.safetensors)")
+      ->check(writable_file());
   cmd->add_option("--load-model", flags->load_model, "Start from a saved model (fine-tune or --resume)")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--resume", flags->resume, "Continue the --load-model run exactly: optimizer, epoch, batch, RNG");
-  cmd->add_option("--metrics-json", flags->metrics_json, "Write configuration, per-epoch metrics and summary");
-  cmd->callback([flags] { run_train(*flags); });
+  cmd->add_option("--metrics-json", flags->metrics_json, "Write configuration, per-epoch metrics and summary")
+      ->check(writable_file());
+  cmd->callback([flags, cmd] {
+    flags->epochs_given = cmd->count("--epochs") > 0;
+    run_train(*flags);
+  });
 }
 
 }  // namespace qtft::cli

@@ -40,6 +40,7 @@ void validate_series(const BarSeries& s, const std::string& source) {
   auto check_price = [&](size_t i, const char* field, double v) {
     if (!std::isfinite(v)) fail(i, std::string(field) + " " + format_number(v) + " is not finite");
     if (v <= 0) fail(i, std::string(field) + " " + format_number(v) + " is not positive");
+    if (v < 1e-300) fail(i, std::string(field) + " " + format_number(v) + " is too small to be a price (below 1e-300)");
   };
   for (size_t i = 0; i < n; ++i) {
     if (i > 0 && s.timestamp_ns[i] <= s.timestamp_ns[i - 1]) {

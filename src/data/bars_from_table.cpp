@@ -15,6 +15,8 @@
 namespace qtft::data {
 namespace {
 
+constexpr double kMinPrice = 1e-300;
+
 struct Column {
   std::string source;
   std::string name;
@@ -185,10 +187,25 @@ class SymbolInterner {
   std::unordered_map<std::string, int32_t> index_;
 };
 
+// A symbol is a name: not empty, and without line breaks or quotes, which in a CSV mean
+// an unterminated quote merged rows into one cell.
+void check_symbol(const Column& col, int64_t row, std::string_view name) {
+  if (name.empty()) col.fail_at(row, "empty symbol (an empty cell is a missing value)");
+  if (name.find_first_of("\r\n\"") != std::string_view::npos) {
+    std::string shown(name.substr(0, 40));
+    for (char& c : shown) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    col.fail_at(row, "symbol '" + shown + (name.size() > 40 ? "...'" : "'") +
+                         " holds a line break or quote: is a quote left unterminated?");
+  }
+}
+
 template <class ArrayType>
 void intern_strings(const Column& col, SymbolInterner& interner, std::vector<int32_t>& codes) {
   for_each_chunk<ArrayType>(col, [&](const auto& a, int64_t offset) {
     for (int64_t i = 0; i < a.length(); ++i) {
+      check_symbol(col, offset + i, a.GetView(i));
       codes[offset + i] = interner.code(std::string(a.GetView(i)));
     }
   });
@@ -210,7 +227,9 @@ SymbolCodes symbol_values(const Column& col) {
         auto dict = a.dictionary();
         for (int64_t i = 0; i < a.length(); ++i) {
           auto scalar = dict->GetScalar(a.GetValueIndex(i)).ValueOrDie();
-          out.codes[offset + i] = interner.code(scalar->ToString());
+          const auto name = scalar->ToString();
+          check_symbol(col, offset + i, name);
+          out.codes[offset + i] = interner.code(name);
         }
       });
       break;
@@ -306,6 +325,9 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source,
   auto check_price = [](const Column& col, int64_t row, double v) {
     if (!std::isfinite(v)) col.fail_at(row, "value " + format_number(v) + " is not finite");
     if (v <= 0) col.fail_at(row, "price " + format_number(v) + " is not positive");
+    // Below about 1e-300 the returns and ranges computed from a price overflow or lose
+    // all precision: no market quotes such a price, so it is a corrupt value.
+    if (v < kMinPrice) col.fail_at(row, "price " + format_number(v) + " is too small to be a price (below 1e-300)");
   };
   for (int64_t row = 0; row < static_cast<int64_t>(close.size()); ++row) {
     auto r = static_cast<size_t>(row);

@@ -4,6 +4,7 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -47,7 +48,8 @@ nlohmann::json state_json(const TrainingState& s) {
           {"plateau_wait", s.plateau_wait},
           {"finished", s.finished},
           {"history", s.history},
-          {"config", s.config}};
+          {"config", s.config},
+          {"run", s.run}};
 }
 
 const std::string& metadata(const io::TensorFile& file, const std::string& key, const std::string& source) {
@@ -62,6 +64,17 @@ nlohmann::json parse_metadata(const io::TensorFile& file, const std::string& key
   auto json = nlohmann::json::parse(metadata(file, key, source), nullptr, false);
   if (json.is_discarded()) throw Error(source + ": metadata '" + key + "' is not valid JSON");
   return json;
+}
+
+// Option checks name the command-line flag ("--hidden-size must be ..."); for a file the
+// fault is its field: "hidden_size (--hidden-size) must be ...".
+std::string as_field_message(const std::string& message) {
+  if (message.rfind("--", 0) != 0) return message;
+  const auto end = message.find(' ');
+  const std::string flag = message.substr(0, end);
+  std::string field = flag.substr(2);
+  std::replace(field.begin(), field.end(), '-', '_');
+  return field + " (" + flag + ")" + (end == std::string::npos ? "" : message.substr(end));
 }
 
 }  // namespace
@@ -91,7 +104,7 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
   try {
     file.options.validate();
   } catch (const Error& e) {
-    fail(std::string("qtft.config is not a configuration qtft can build: ") + e.what());
+    fail("qtft.config is not a configuration qtft can build: " + as_field_message(e.what()));
   }
   const auto& o = file.options;
   const auto& spec = file.features;
@@ -149,7 +162,7 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
   try {
     file.dataset.validate();
   } catch (const Error& e) {
-    fail(std::string("qtft.dataset is not valid: ") + e.what());
+    fail("qtft.dataset is not valid: " + as_field_message(e.what()));
   }
   if (file.dataset.encoder_length != o.encoder_length() || file.dataset.horizon != o.horizon()) {
     fail("qtft.dataset windows (encoder " + std::to_string(file.dataset.encoder_length) + ", horizon " +
@@ -201,6 +214,7 @@ ModelFile load_model_file(const std::filesystem::path& path) {
       s.finished = json.at("finished").get<bool>();
       s.history = json.at("history");
       s.config = json.at("config");
+      if (json.contains("run")) s.run = json.at("run");
     } catch (const nlohmann::json::exception& e) {
       throw Error(source + ": malformed training state: " + e.what());
     }

@@ -48,6 +48,14 @@ void check_training_setup(const TrainingSetup& setup) {
   qat.apply_to(train);
   train.validate();
   setup.dataset.validate();
+  if (setup.load_model.empty()) {
+    // The architecture as a fresh model would get it (sizes from the data do not matter
+    // here): --quantiles, --hidden-size, ... fail now, not after the data has loaded.
+    model::TftOptions probe(1, 1, 1, setup.dataset.encoder_length, setup.dataset.horizon);
+    setup.architecture.apply_to(probe);
+    probe.use_qat(qat.use_qat).weight_bits(qat.weight_bits).activation_bits(qat.activation_bits);
+    probe.validate();
+  }
   if (setup.resume && setup.load_model.empty()) {
     throw UsageError("--resume needs --load-model FILE (the checkpoint to continue)");
   }

@@ -93,6 +93,10 @@ TEST_F(ForecastCli, BadInputsGetClearErrors) {
   run = run_qtft(*dir_, "forecast --load-model " + model() + " --csv-file " + dir_->file("recent.csv") +
                             " --output f.txt");
   EXPECT_EQ(run.exit_code, 2);
+  run = run_qtft(*dir_, "forecast --load-model " + model() + " --csv-file " + dir_->file("recent.csv") +
+                            " --output " + dir_->file("no/such/dir/f.csv"));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("does not exist"));
   dir_->write("volume.csv", "timestamp,symbol,close\n2024-01-01T00:00:00Z,EURUSD,1.1\n");
   run = run_qtft(*dir_, "forecast --load-model " + model() + " --csv-file " + dir_->file("volume.csv") +
                             " --symbol EURUSD");

@@ -115,6 +115,8 @@ TEST_F(TrainCli, CtrlCSavesACheckpointThatResumeContinues) {
                       "timeout --foreground --preserve-status -s INT 8");
   ASSERT_EQ(run.exit_code, 130) << run.out << run.err;
   EXPECT_THAT(run.err, HasSubstr("saved a resumable checkpoint to " + checkpoint));
+  // The printed command is complete: the data, epochs and save path come from the checkpoint.
+  EXPECT_THAT(run.err, HasSubstr("continue with: qtft train --resume --load-model " + checkpoint + "\n"));
   auto saved = infer::load_model_file(checkpoint);
   ASSERT_TRUE(saved.training.has_value());
   EXPECT_FALSE(saved.training->finished);
@@ -127,6 +129,36 @@ TEST_F(TrainCli, CtrlCSavesACheckpointThatResumeContinues) {
   auto resumed = infer::load_model_file(dir_.file("resumed.safetensors"));
   EXPECT_EQ(resumed.training->epochs_completed, next);
   EXPECT_TRUE(resumed.training->finished);
+}
+
+TEST_F(TrainCli, ResumeAloneContinuesTheRecordedRun) {
+  auto model = train("run.safetensors");  // 2 epochs on data_, saved to run.safetensors
+  // No data flags, no --save-model: both come from the checkpoint.
+  auto run = run_qtft(dir_, "train --resume --load-model " + model + " --epochs 3");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("Continuing the run of " + model + ": 3 epochs, saving to " + model));
+  EXPECT_THAT(run.out, HasSubstr("Data: " + data_));
+  auto resumed = infer::load_model_file(model);
+  EXPECT_EQ(resumed.training->epochs_completed, 3);
+  // Without --epochs, the run's own budget: a finished run stays finished.
+  run = run_qtft(dir_, "train --resume --load-model " + model);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr(": 3 epochs, saving to"));
+  EXPECT_EQ(infer::load_model_file(model).training->epochs_completed, 3);
+}
+
+TEST_F(TrainCli, MistakesInFlagsAndOutputsStopBeforeAnyWork) {
+  for (const std::string& flags : {std::string(" --save-model ") + dir_.file("no/such/dir/m.safetensors"),
+                                   " --save-model " + dir_.path().string(),
+                                   " --metrics-json " + dir_.file("no/such/dir/m.json"), std::string(" --epochs 0"),
+                                   std::string(" --epochs -1"), std::string(" --quantiles 0.1,0.9"),
+                                   std::string(" --hidden-size 100000"), std::string(" --threads 999")}) {
+    SCOPED_TRACE(flags);
+    auto run = run_qtft(dir_, "train --parquet-file " + data_ + flags);
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_THAT(run.out, ::testing::Not(HasSubstr("Data:")));  // the data was never loaded
+    EXPECT_EQ(run.err.rfind("qtft: ", 0), 0u) << run.err;  // one message, no stack trace
+  }
 }
 
 TEST_F(TrainCli, ResumeNeedsAModel) {

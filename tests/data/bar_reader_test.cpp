@@ -190,7 +190,15 @@ INSTANTIATE_TEST_SUITE_P(
         CsvCase{"Duplicate",
                 "timestamp,symbol,close\n2024-01-02T08:35:00Z,ES,1\n2024-01-02T08:35:00Z,ES,2\n",
                 {"column 'timestamp', row 2: duplicate timestamp 2024-01-02T08:35:00Z for symbol 'ES'"}},
-        CsvCase{"HeaderOnly", "timestamp,close\n", {"holds no rows"}}),
+        CsvCase{"HeaderOnly", "timestamp,close\n", {"holds no rows"}},
+        CsvCase{"TinyPrice", "timestamp,close\n2024-01-02T08:30:00Z,1e-320\n",
+                {"column 'close', row 1: price 1e-320 is too small to be a price"}},
+        CsvCase{"EmptySymbol", "timestamp,symbol,close\n2024-01-02T08:30:00Z,ES,1\n2024-01-02T08:35:00Z,,1\n",
+                {"column 'symbol', row 2: empty symbol"}},
+        CsvCase{"UnterminatedQuote",
+                "timestamp,symbol,close\n2024-01-02T08:30:00Z,ES,4749.37\n2024-01-02T08:35:00Z,\"ES,4749.5\n"
+                "2024-01-02T08:40:00Z,ES,4750\n2024-01-02T08:45:00Z,ES\",4751\n",
+                {"column 'symbol', row 2", "is a quote left unterminated?"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(BarValidation, SameTimestampInDifferentSymbolsIsFine) {

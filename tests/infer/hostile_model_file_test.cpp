@@ -58,10 +58,10 @@ std::vector<Mutation> mutations() {
     return [=](io::TensorFile& f) { edit_json(f, "qtft.features", edit); };
   };
   return {
-      {"absurd_lstm_layers", config("lstm_layers", 100000), "--lstm-layers must be at most 8, got 100000"},
-      {"absurd_hidden_size", config("hidden_size", 100000), "--hidden-size must be at most 1024"},
-      {"absurd_horizon", config("horizon", 1 << 30), "--horizon must be at most"},
-      {"zero_heads", config("attention_heads", 0), "--attention-heads must be at least 1"},
+      {"absurd_lstm_layers", config("lstm_layers", 100000), "lstm_layers (--lstm-layers) must be at most 8, got 100000"},
+      {"absurd_hidden_size", config("hidden_size", 100000), "hidden_size (--hidden-size) must be at most 1024"},
+      {"absurd_horizon", config("horizon", 1 << 30), "horizon (--horizon) must be at most"},
+      {"zero_heads", config("attention_heads", 0), "attention_heads (--attention-heads) must be at least 1"},
       {"no_known_inputs", features([](nlohmann::json& j) { j["known"] = nlohmann::json::array(); }),
        "num_known 4 but qtft.features lists 0 known inputs"},
       {"more_symbols_than_listed", config("num_symbols", 3), "num_symbols 3 but qtft.features lists 2 symbols"},
@@ -79,8 +79,8 @@ std::vector<Mutation> mutations() {
        },
        "must be retrained"},
       {"renamed_input", features([](nlohmann::json& j) { j["observed"][0]["name"] = "rsi"; }), "observed inputs"},
-      {"no_median", config("quantiles", {0.1, 0.9}), "must include 0.5"},
-      {"unsorted_quantiles", config("quantiles", {0.9, 0.5, 0.1}), "sorted"},
+      {"no_median", config("quantiles", {0.1, 0.9}), "quantiles (--quantiles) must include 0.5"},
+      {"unsorted_quantiles", config("quantiles", {0.9, 0.5, 0.1}), "quantiles (--quantiles) must be sorted"},
       {"windows_disagree",
        [](io::TensorFile& f) { edit_json(f, "qtft.dataset", [](nlohmann::json& j) { j["encoder_length"] = 99; }); },
        "differ from qtft.config"},

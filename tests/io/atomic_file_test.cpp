@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -128,6 +132,53 @@ TEST(AtomicFile, WritingIntoAMissingFolderThrowsNamingThePath) {
     EXPECT_NE(message.find("does not exist"), std::string::npos) << message;
   }
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "no_such_folder"));
+}
+
+TEST(AtomicFile, TheNextWriteRemovesTemporariesOfWritersThatAreGone) {
+  TempDir dir;
+  // A pid that no longer runs: a child that has exited and been reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);
+  const auto stale = dir.write(".m.safetensors.tmp-" + std::to_string(child) + "-0", "left by kill -9");
+  const auto live = dir.write(".m.safetensors.tmp-" + std::to_string(::getpid()) + "-999", "being written");
+  const auto other = dir.write(".other.safetensors.tmp-" + std::to_string(child) + "-0", "another target's");
+  write_file_atomically(dir.file("m.safetensors"), "model");
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));   // its writer still runs
+  EXPECT_TRUE(std::filesystem::exists(other));  // not this target's
+  EXPECT_EQ(slurp(dir.file("m.safetensors")), "model");
+}
+
+TEST(CheckWritable, RefusesWhatCannotBeWrittenBeforeAnyWork) {
+  TempDir dir;
+  EXPECT_NO_THROW(check_writable(dir.file("new.safetensors"), "--save-model"));
+  auto message = [](const std::filesystem::path& p) {
+    return test::error_message([&] { check_writable(p, "--save-model"); });
+  };
+  EXPECT_NE(message(dir.file("no/such/dir/m.safetensors")).find("the folder"), std::string::npos);
+  EXPECT_NE(message(dir.path()).find("is a folder"), std::string::npos);
+  if (::geteuid() != 0) {  // root writes anywhere; the read-only case needs a plain user
+    std::filesystem::create_directory(dir.file("ro"));
+    ::chmod(dir.file("ro").c_str(), 0555);
+    EXPECT_NE(message(dir.file("ro/m.safetensors")).find("Permission denied"), std::string::npos);
+  }
+  EXPECT_THROW(check_writable(dir.file("no/such/dir/m.safetensors"), "--save-model"), UsageError);
+}
+
+TEST(OutputLock, ASecondWriterOfTheSamePathIsRefusedUntilTheFirstIsDone) {
+  TempDir dir;
+  const auto target = dir.file("m.safetensors");
+  {
+    OutputLock first(target);
+    const auto message = test::error_message([&] { OutputLock second(target); });
+    EXPECT_NE(message.find("another qtft run is writing this file"), std::string::npos) << message;
+    EXPECT_NE(message.find(target), std::string::npos);
+    OutputLock elsewhere(dir.file("other.safetensors"));  // other paths are independent
+  }
+  EXPECT_NO_THROW(OutputLock again(target));
+  EXPECT_EQ(names_in(dir.path()).size(), 0u) << "the lock file is removed when released";
 }
 
 }  // namespace

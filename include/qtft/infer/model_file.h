@@ -39,6 +39,9 @@ struct TrainingState {
   bool finished = false;           // stopped early or ran all epochs (not interrupted)
   nlohmann::json history = nlohmann::json::array();  // one object per epoch
   nlohmann::json config;           // the training options, for the record
+  // The program's own record of the run, kept as given (qtft keeps the save path and the
+  // data source, so that `qtft train --resume --load-model F` alone continues the run).
+  nlohmann::json run = nlohmann::json::object();
   NamedTensors optimizer;          // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.step"
   NamedTensors current_weights;    // module parameter and buffer names
   at::Tensor cpu_rng_state;        // uint8, as at::Generator::get_state gives it

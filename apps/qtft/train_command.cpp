@@ -21,6 +21,7 @@
 #include "qtft/eval/baselines.h"
 #include "qtft/infer/model_io.h"
 #include "qtft/train/trainer.h"
+#include "qtft/train/calibration.h"
 #include "qtft/train/workflow.h"
 #include "run_flags.h"
 
@@ -245,7 +246,15 @@ void run_train(TrainFlags& f) {
   auto bars = data::load_bars(source);
   ConsolePrinter printer(bars, source, f.qat.verbose);
   printer.device_ = setup.device;
-  auto run = train::prepare_training(bars, setup, printer);
+  setup.stop_requested = interrupt_requested;
+  auto run = [&] {
+    try {
+      return train::prepare_training(bars, setup, printer);
+    } catch (const train::Interrupted& e) {
+      std::fprintf(stderr, "\nqtft: %s\n", e.what());
+      throw ExitCode{130};
+    }
+  }();
   f.train = run.train;
   auto& model = run.model;
   const auto& baselines = run.baselines;

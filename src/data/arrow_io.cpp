@@ -17,7 +17,12 @@ namespace qtft::data {
 namespace {
 
 void check(const arrow::Status& status, const std::string& path, const std::string& what) {
-  if (!status.ok()) throw Error(path + ": " + what + ": " + status.message());
+  if (status.ok()) return;
+  // The detail holds the reason ("[errno 28] No space left on device"); message() alone
+  // would say only "Error writing bytes to file".
+  std::string reason = status.message();
+  if (status.detail()) reason += " (" + status.detail()->ToString() + ")";
+  throw Error(path + ": " + what + ": " + reason);
 }
 
 template <class T>

@@ -4,6 +4,7 @@
 #include <arrow/util/value_parsing.h>
 
 #include <cmath>
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <unordered_map>
@@ -107,7 +108,16 @@ void parse_iso_strings(const Column& col, std::vector<int64_t>& out) {
       if (!(*parser)(text.data(), text.size(), arrow::TimeUnit::NANO, &ns)) {
         // Appending (not "'" + string) sidesteps a GCC 12 -Wrestrict false positive.
         std::string message(1, '\'');
-        message.append(text).append("' is not an ISO-8601 timestamp");
+        message.append(text);
+        // A well-formed date whose year nanoseconds since 1970 cannot hold.
+        const bool dated = text.size() >= 5 && text[4] == '-' &&
+                           std::all_of(text.begin(), text.begin() + 4, [](char c) { return c >= '0' && c <= '9'; });
+        const int year = dated ? std::stoi(std::string(text.substr(0, 4))) : 0;
+        if (dated && (year < 1678 || year > 2261)) {
+          message.append("' is outside the representable range (years 1677 to 2262)");
+        } else {
+          message.append("' is not an ISO-8601 timestamp");
+        }
         col.fail_at(offset + i, message);
       }
       out[offset + i] = ns;
@@ -266,6 +276,14 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source,
                        const BarReadOptions& options) {
   const auto& names = options.columns;
   if (table.num_rows() == 0) throw Error(source + ": the file holds no rows");
+  // Arrow finds no column by a name that two columns share; say so rather than "missing".
+  for (const auto& field : table.schema()->fields()) {
+    const auto count = table.schema()->GetAllFieldIndices(field->name()).size();
+    if (count > 1) {
+      throw Error(source + ": has " + std::to_string(count) + " columns named '" + field->name() +
+                  "'; rename all but one");
+    }
+  }
   auto require = [&](const std::string& name, const std::string& role) {
     const auto* col = find_column(table, name);
     if (!col) {

@@ -9,7 +9,8 @@
 namespace qtft::train {
 
 void calibrate_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, int64_t batches,
-                         size_t batch_size, uint64_t seed, c10::Device device) {
+                         size_t batch_size, uint64_t seed, c10::Device device,
+                         const std::function<bool()>& stop_requested) {
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
@@ -25,6 +26,11 @@ void calibrate_observers(model::TemporalFusionTransformer& model, const data::Da
     for (size_t i = 0; i < batch_size; ++i) ids.push_back(indices[(first + i) % windows]);
     auto batch = data::make_batch(dataset, data::Split::Train, ids);
     model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
+    if (stop_requested && stop_requested()) {
+      model->train(was_training);
+      throw Interrupted("interrupted during QAT calibration (batch " + std::to_string(b + 1) + " of " +
+                        std::to_string(batches) + "), before training began: nothing to save");
+    }
   }
   model->train(was_training);
 }

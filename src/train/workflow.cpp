@@ -20,12 +20,13 @@ void QatRecipe::apply_to(TrainOptions& train) {
 }
 
 void prepare_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, const QatRecipe& recipe,
-                       size_t batch_size, uint64_t seed, c10::Device device, TrainingEvents& events) {
+                       size_t batch_size, uint64_t seed, c10::Device device, TrainingEvents& events,
+                       const std::function<bool()>& stop_requested) {
   auto stats = quant::observer_stats(*model);
   const bool fresh = std::all_of(stats.begin(), stats.end(), [](const auto& s) { return s.samples == 0; });
   if (fresh && recipe.calibration_batches > 0) {
     events.calibration_started(recipe.calibration_batches);
-    calibrate_observers(model, dataset, recipe.calibration_batches, batch_size, seed, device);
+    calibrate_observers(model, dataset, recipe.calibration_batches, batch_size, seed, device, stop_requested);
     events.calibration_finished(model);
   }
   if (recipe.freeze_observers) {
@@ -95,7 +96,7 @@ PreparedTraining prepare_training(const data::BarSet& bars, TrainingSetup setup,
   events.model_ready(run.model, setup.train);
   if (run.model->options().use_qat() && !setup.resume) {
     prepare_observers(run.model, *run.dataset, setup.qat, setup.train.batch_size, setup.train.seed, setup.device,
-                      events);
+                      events, setup.stop_requested);
   }
 
   run.baselines = eval::evaluate_baselines(*run.dataset, data::Split::Validation, run.model->options().quantiles());

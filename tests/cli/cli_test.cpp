@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 
 #include "qtft/io/safetensors.h"
 #include "support/cli_runner.h"
@@ -114,6 +116,38 @@ TEST(Cli, InspectListsTensorsAndMetadata) {
   run = qtft(dir, "inspect " + bad);
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_THAT(run.err, HasSubstr(bad));
+}
+
+TEST(Cli, MalformedBarFilesAreRefusedByEveryCommandNamingTheRow) {
+  // A small corpus of files that once slipped through; each must fail cleanly: exit 1, one
+  // line naming the file and row, no stack trace, quickly.
+  test::TempDir dir;
+  const std::string header = "timestamp,symbol,close\n";
+  struct Case {
+    const char* name;
+    std::string csv;
+    const char* phrase;
+  };
+  const std::vector<Case> corpus{
+      {"quote.csv", header + "2024-01-02T08:30:00Z,ES,1\n2024-01-02T08:35:00Z,\"ES,2\n2024-01-02T08:40:00Z,ES\",3\n",
+       "row 2"},
+      {"empty_symbol.csv", header + "2024-01-02T08:30:00Z,ES,1\n2024-01-02T08:35:00Z,,2\n", "row 2: empty symbol"},
+      {"tiny_price.csv", header + "2024-01-02T08:30:00Z,ES,1e-320\n", "row 1: price 1e-320"},
+      {"year.csv", header + "1500-01-02T08:30:00Z,ES,1\n", "outside the representable range"},
+  };
+  for (const auto& c : corpus) {
+    const auto path = dir.write(c.name, c.csv);
+    for (const std::string& command : {"train --csv-file " + path, "convert " + path + " " + dir.file("out.parquet")}) {
+      SCOPED_TRACE(command);
+      const auto start = std::chrono::steady_clock::now();
+      auto run = qtft(dir, command);
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 60.0);
+      EXPECT_EQ(run.exit_code, 1) << run.err;
+      EXPECT_THAT(run.err, HasSubstr(path));
+      EXPECT_THAT(run.err, HasSubstr(c.phrase));
+      EXPECT_EQ(lines(run.err), 1) << run.err;
+    }
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
+#include <chrono>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -148,8 +149,11 @@ TEST_P(HostileModelFile, EveryCommandRefusesItCleanly) {
         "train --epochs 1 --load-model '" + path + "'" + bars, "train --resume --load-model '" + path + "'" + bars,
         "forecast --load-model '" + path + "' --csv-file '" + dir_->file("recent.csv") + "'"}) {
     SCOPED_TRACE(command);
+    const auto start = std::chrono::steady_clock::now();
     auto run = test::run_qtft(*dir_, command);
-    EXPECT_EQ(run.exit_code, 1);
+    // A generous bound: refusing a file takes a second; a hang or a huge allocation fails here.
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 60.0);
+    EXPECT_EQ(run.exit_code, 1);  // not a signal (-1 here), not a usage error
     EXPECT_THAT(run.err, HasSubstr(GetParam().expected));
     EXPECT_THAT(run.err, Not(HasSubstr("Exception raised from")));  // no LibTorch stack trace
     EXPECT_EQ(run.err.rfind("qtft: error: ", 0), 0u) << run.err;

@@ -3,7 +3,9 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 
+#include "qtft/common/error.h"
 #include "qtft/data/dataset.h"
 #include "qtft/model/tft.h"
 
@@ -13,7 +15,15 @@ namespace qtft::train {
 // real activations before training (or, for PTQ, instead of it). Dropout is off; only the
 // observers are in training mode. Each observer's sample count grows by `batches`.
 // The batches come from their own seeded order, so the training batch order is unchanged.
+// `stop_requested` is polled after every batch; when it says so, throws Interrupted.
 void calibrate_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, int64_t batches,
-                         size_t batch_size, uint64_t seed, c10::Device device);
+                         size_t batch_size, uint64_t seed, c10::Device device,
+                         const std::function<bool()>& stop_requested = {});
+
+// Thrown when a stop was requested before training began: there is nothing to save.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
 
 }  // namespace qtft::train

@@ -46,6 +46,9 @@ struct TrainingSetup {
   std::filesystem::path load_model;  // empty: a fresh model; else fine-tune it, or resume its run
   bool resume = false;
   c10::Device device = c10::Device(c10::kCPU);
+  // Polled during the long steps before training (calibration): train::Interrupted ends
+  // the preparation, as nothing is worth saving yet. Trainer::fit takes its own callback.
+  std::function<bool()> stop_requested;
 };
 
 // What the workflow reports as it goes, in this order; every hook is optional.
@@ -85,7 +88,8 @@ infer::ModelFile training_model_file(const PreparedTraining& run);
 // The QAT preamble on a model: observers that have seen no data are calibrated on
 // `recipe.calibration_batches` training batches; with freeze_observers they are then frozen.
 void prepare_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, const QatRecipe& recipe,
-                       size_t batch_size, uint64_t seed, c10::Device device, TrainingEvents& events);
+                       size_t batch_size, uint64_t seed, c10::Device device, TrainingEvents& events,
+                       const std::function<bool()>& stop_requested = {});
 
 // Post-training quantization of a QAT-converted model: calibrate on `batches` training
 // batches, then freeze. PTQ in `qtft quantize` and in the accuracy comparison.

@@ -271,6 +271,9 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
         break;
       }
     }
+    // A stop asked for during the epoch's last step must not wait for the validation pass:
+    // the state says the epoch's batches are done, and a resumed run validates it then.
+    if (!result.interrupted && stop_requested && stop_requested()) result.interrupted = true;
     if (result.interrupted) break;
     EpochSummary summary;
     summary.epoch = epoch;

@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "qtft/infer/model_file.h"
@@ -159,6 +161,20 @@ TEST_F(TrainCli, MistakesInFlagsAndOutputsStopBeforeAnyWork) {
     EXPECT_THAT(run.out, ::testing::Not(HasSubstr("Data:")));  // the data was never loaded
     EXPECT_EQ(run.err.rfind("qtft: ", 0), 0u) << run.err;  // one message, no stack trace
   }
+}
+
+TEST_F(TrainCli, SigtermDuringCalibrationEndsTheRunAtOnce) {
+  // Calibration far too long to finish: the first SIGTERM ends it within the bound, with
+  // exit 130 and nothing saved (training has not begun).
+  const auto start = std::chrono::steady_clock::now();
+  auto run = run_qtft(dir_,
+                      "train --parquet-file " + data_ + kModel + " --use-qat --qat-calibration-batches 1000000 --save-model " +
+                          dir_.file("never.safetensors"),
+                      "timeout --foreground --preserve-status -s TERM 6");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20.0);
+  EXPECT_EQ(run.exit_code, 130) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("interrupted during QAT calibration"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("never.safetensors")));
 }
 
 TEST_F(TrainCli, ResumeNeedsAModel) {

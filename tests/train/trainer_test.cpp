@@ -80,17 +80,21 @@ TEST(Trainer, SameSeedGivesBitIdenticalLossesAndWeights) {
   EXPECT_FALSE(at::equal(untouched[0].second, a.state.current_weights[0].second));
 }
 
-TEST(Trainer, ResumingAnInterruptedRunIsExact) {
+// Stopped mid-epoch 2, or after epoch 1's last step (before its validation pass).
+class ResumeAfterStop : public ::testing::TestWithParam<std::pair<int64_t, size_t>> {};
+
+TEST_P(ResumeAfterStop, ContinuesBitForBitAsIfNeverStopped) {
   auto d = test::tiny_dataset();
   ProgressReporter quiet;
   auto straight = train_once(d, quiet);
 
-  // Stop mid-epoch 2, save a checkpoint file, load it into fresh objects, continue.
-  InterruptAt stop(2, 4);
+  // Stop, save a checkpoint file, load it into fresh objects, continue.
+  const auto [at_epoch, at_batch] = GetParam();
+  InterruptAt stop(at_epoch, at_batch);
   auto interrupted = train_once(d, stop, [&] { return stop.stop.load(); });
   ASSERT_TRUE(interrupted.result.interrupted);
-  EXPECT_EQ(interrupted.state.epochs_completed, 1);
-  EXPECT_EQ(interrupted.state.batches_done_in_epoch, 4);
+  EXPECT_EQ(interrupted.state.epochs_completed, at_epoch - 1);
+  EXPECT_EQ(interrupted.state.batches_done_in_epoch, static_cast<int64_t>(at_batch));
   test::TempDir dir;
   auto path = dir.file("checkpoint.safetensors");
   infer::save_model_file(path, {test::tiny_model_options(d), d.spec(), d.options(), interrupted.best, interrupted.state});
@@ -109,6 +113,9 @@ TEST(Trainer, ResumingAnInterruptedRunIsExact) {
     EXPECT_EQ(state.history[e]["train_loss"].get<double>(), straight.state.history[e]["train_loss"].get<double>());
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Trainer, ResumeAfterStop,
+                         ::testing::Values(std::pair<int64_t, size_t>{2, 4}, std::pair<int64_t, size_t>{1, 6}));
 
 TEST(Trainer, KeepsTheBestEpochsWeights) {
   auto d = test::tiny_dataset();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -237,7 +238,9 @@ void run_train(TrainFlags& f) {
                              infer::resolve_device(f.runtime.device)};
   train::check_training_setup(setup);  // flags before data
   // Two runs saving to one file would overwrite each other's work: the second stops here.
-  io::OutputLock lock(f.save_model.empty() ? kInterruptedFile : f.save_model);
+  // (Without --save-model only an interrupt writes, to the default checkpoint name.)
+  std::optional<io::OutputLock> lock;
+  if (!f.save_model.empty()) lock.emplace(f.save_model);
 
   const auto& source = f.data.source;
   if (source.uses_embedded_data()) {

@@ -29,7 +29,8 @@ std::filesystem::path make_temp_path(const std::filesystem::path& final_path) {
 // Temporaries ".<name>.tmp-<pid>-<n>" of `final_path` whose writer process is gone.
 void remove_stale_temporaries(const std::filesystem::path& final_path) {
   const auto folder = final_path.parent_path().empty() ? std::filesystem::path(".") : final_path.parent_path();
-  const std::string prefix = "." + final_path.filename().string() + ".tmp-";
+  std::string prefix(1, '.');  // appended, not "." + name: GCC 12 warns falsely (-Wrestrict)
+  prefix.append(final_path.filename().string()).append(".tmp-");
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
     const std::string name = entry.path().filename().string();
@@ -125,9 +126,17 @@ void check_writable(const std::filesystem::path& path, const std::string& flag) 
   }
 }
 
-OutputLock::OutputLock(const std::filesystem::path& path)
-    : lock_path_((path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path()) /
-                 ("." + path.filename().string() + ".lock")) {
+namespace {
+
+std::filesystem::path lock_path_for(const std::filesystem::path& path) {
+  std::string name(1, '.');  // appended, not "." + name: GCC 12 warns falsely (-Wrestrict)
+  name.append(path.filename().string()).append(".lock");
+  return (path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path()) / name;
+}
+
+}  // namespace
+
+OutputLock::OutputLock(const std::filesystem::path& path) : lock_path_(lock_path_for(path)) {
   fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error(path.string() + ": cannot create the lock " + lock_path_.string() + ": " + std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {

@@ -6,9 +6,10 @@
 
 namespace qtft::eval {
 
-void for_each_forecast(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
+bool for_each_forecast(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
                        size_t batch_size, c10::Device device,
-                       const std::function<void(const data::Batch&, const model::TftOutput&)>& visit) {
+                       const std::function<void(const data::Batch&, const model::TftOutput&)>& visit,
+                       const std::function<bool()>& stop_requested) {
   torch::NoGradGuard no_grad;
   bool was_training = model->is_training();
   model->eval();
@@ -20,8 +21,13 @@ void for_each_forecast(model::TemporalFusionTransformer& model, const data::Data
     auto batch = data::make_batch(dataset, split, indices);
     auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
     visit(batch, out);
+    if (stop_requested && stop_requested()) {
+      model->train(was_training);
+      return false;
+    }
   }
   model->train(was_training);
+  return true;
 }
 
 ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
@@ -31,6 +37,21 @@ ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const da
                     [&](const data::Batch& batch, const model::TftOutput& out) {
                       metrics.add(out.quantiles, batch.target.to(out.quantiles.device()));
                     });
+  return metrics.result();
+}
+
+std::optional<ForecastMetrics> evaluate_model_unless_stopped(model::TemporalFusionTransformer& model,
+                                                             const data::Dataset& dataset, data::Split split,
+                                                             size_t batch_size, c10::Device device,
+                                                             const std::function<bool()>& stop_requested) {
+  MetricsAccumulator metrics(model->options().quantiles());
+  const bool finished = for_each_forecast(
+      model, dataset, split, batch_size, device,
+      [&](const data::Batch& batch, const model::TftOutput& out) {
+        metrics.add(out.quantiles, batch.target.to(out.quantiles.device()));
+      },
+      stop_requested);
+  if (!finished) return std::nullopt;
   return metrics.result();
 }
 

@@ -190,12 +190,17 @@ double Trainer::train_step(const std::vector<size_t>& indices) {
   return value;
 }
 
-void Trainer::end_epoch(EpochSummary& s) {
+bool Trainer::end_epoch(EpochSummary& s, const std::function<bool()>& stop_requested) {
   // Two-phase QAT: observers learn the ranges first, then stay fixed while weights adapt.
   if (options_.freeze_observers_after_epochs > 0 && s.epoch == options_.freeze_observers_after_epochs) {
     quant::freeze_observers(*model_);
   }
-  s.val = eval::evaluate_model(model_, *dataset_, data::Split::Validation, options_.eval_batch_size, device_);
+  auto val = eval::evaluate_model_unless_stopped(model_, *dataset_, data::Split::Validation, options_.eval_batch_size,
+                                                device_, stop_requested);
+  // Stopped mid-validation: nothing of the epoch's end is recorded yet, so a resumed run
+  // (its state says the epoch's batches are done) validates the epoch again, exactly.
+  if (!val) return false;
+  s.val = *val;
   s.improved = s.val.loss < state_.best_val_loss;
   if (s.improved) {
     state_.best_val_loss = s.val.loss;
@@ -225,6 +230,7 @@ void Trainer::end_epoch(EpochSummary& s) {
   state_.batches_done_in_epoch = 0;
   state_.epoch_loss_sum = 0.0;
   state_.epoch_samples = 0;
+  return true;
 }
 
 TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>& stop_requested) {
@@ -284,7 +290,10 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
     summary.learning_rate = state_.learning_rate;  // the rate this epoch ran with
     summary.peak_memory_bytes = epoch_peak_memory_;
     summary.peak_memory_without_checkpointing_bytes = peak_without_checkpointing_;
-    end_epoch(summary);
+    if (!end_epoch(summary, stop_requested)) {
+      result.interrupted = true;
+      break;
+    }
     progress.epoch_finished(summary);
     model_->train();
     if (options_.patience > 0 && state_.epochs_without_improvement >= options_.patience) {

@@ -5,7 +5,6 @@
 #include <torch/utils.h>
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <type_traits>
 
 #include "memory/bitwise.h"
@@ -29,21 +28,6 @@ void expect_bitwise_equal(const infer::NamedTensors& a, const infer::NamedTensor
     EXPECT_TRUE(test::bitwise_equal(a[i].second, b[i].second)) << a[i].first;
   }
 }
-
-// Asks for a stop (as Ctrl-C would) once `at_batch` batches of epoch `at_epoch` are done.
-class InterruptAt : public ProgressReporter {
- public:
-  InterruptAt(int64_t at_epoch, size_t at_batch) : at_epoch_(at_epoch), at_batch_(at_batch) {}
-  void epoch_started(int64_t epoch, int64_t, size_t) override { epoch_ = epoch; }
-  void batch_done(size_t done, size_t, double, double, double) override {
-    if (epoch_ == at_epoch_ && done == at_batch_) stop = true;
-  }
-  std::atomic<bool> stop = false;
-
- private:
-  int64_t at_epoch_, epoch_ = 0;
-  size_t at_batch_;
-};
 
 // A trainer cannot hold a dataset that dies before it: the dataset is shared, never a
 // reference a temporary could bind to.
@@ -80,8 +64,16 @@ TEST(Trainer, SameSeedGivesBitIdenticalLossesAndWeights) {
   EXPECT_FALSE(at::equal(untouched[0].second, a.state.current_weights[0].second));
 }
 
-// Stopped mid-epoch 2, or after epoch 1's last step (before its validation pass).
-class ResumeAfterStop : public ::testing::TestWithParam<std::pair<int64_t, size_t>> {};
+// Where a stop lands, counted in polls of the stop callback: fit polls after every
+// training step, once before an epoch's validation pass and after every validation batch
+// (tiny_train_options: 6 steps an epoch). Mid-epoch 2; after epoch 1's last step; during
+// epoch 1's validation pass.
+struct StopPoint {
+  int poll;
+  int64_t epochs_completed, batches_done;
+};
+
+class ResumeAfterStop : public ::testing::TestWithParam<StopPoint> {};
 
 TEST_P(ResumeAfterStop, ContinuesBitForBitAsIfNeverStopped) {
   auto d = test::tiny_dataset();
@@ -89,12 +81,12 @@ TEST_P(ResumeAfterStop, ContinuesBitForBitAsIfNeverStopped) {
   auto straight = train_once(d, quiet);
 
   // Stop, save a checkpoint file, load it into fresh objects, continue.
-  const auto [at_epoch, at_batch] = GetParam();
-  InterruptAt stop(at_epoch, at_batch);
-  auto interrupted = train_once(d, stop, [&] { return stop.stop.load(); });
+  const auto point = GetParam();
+  int polls = 0;
+  auto interrupted = train_once(d, quiet, [&] { return ++polls == point.poll; });
   ASSERT_TRUE(interrupted.result.interrupted);
-  EXPECT_EQ(interrupted.state.epochs_completed, at_epoch - 1);
-  EXPECT_EQ(interrupted.state.batches_done_in_epoch, static_cast<int64_t>(at_batch));
+  EXPECT_EQ(interrupted.state.epochs_completed, point.epochs_completed);
+  EXPECT_EQ(interrupted.state.batches_done_in_epoch, point.batches_done);
   test::TempDir dir;
   auto path = dir.file("checkpoint.safetensors");
   infer::save_model_file(path, {test::tiny_model_options(d), d.spec(), d.options(), interrupted.best, interrupted.state});
@@ -115,7 +107,7 @@ TEST_P(ResumeAfterStop, ContinuesBitForBitAsIfNeverStopped) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Trainer, ResumeAfterStop,
-                         ::testing::Values(std::pair<int64_t, size_t>{2, 4}, std::pair<int64_t, size_t>{1, 6}));
+                         ::testing::Values(StopPoint{12, 1, 4}, StopPoint{6, 0, 6}, StopPoint{8, 0, 6}));
 
 TEST(Trainer, KeepsTheBestEpochsWeights) {
   auto d = test::tiny_dataset();

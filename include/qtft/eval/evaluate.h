@@ -3,6 +3,7 @@
 #include <c10/core/Device.h>
 
 #include <functional>
+#include <optional>
 
 #include "qtft/data/batch.h"
 #include "qtft/data/dataset.h"
@@ -16,8 +17,17 @@ ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const da
                                data::Split split, size_t batch_size, c10::Device device);
 
 // The same walk, handing each batch and its output to `visit` (prediction, explanation).
-void for_each_forecast(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
+// `stop_requested`, polled after every batch, ends the walk early; returns false then.
+bool for_each_forecast(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
                        size_t batch_size, c10::Device device,
-                       const std::function<void(const data::Batch&, const model::TftOutput&)>& visit);
+                       const std::function<void(const data::Batch&, const model::TftOutput&)>& visit,
+                       const std::function<bool()>& stop_requested = {});
+
+// evaluate_model that a stop request can cut short (the trainer's validation pass):
+// nullopt when it was.
+std::optional<ForecastMetrics> evaluate_model_unless_stopped(model::TemporalFusionTransformer& model,
+                                                             const data::Dataset& dataset, data::Split split,
+                                                             size_t batch_size, c10::Device device,
+                                                             const std::function<bool()>& stop_requested);
 
 }  // namespace qtft::eval

@@ -63,7 +63,9 @@ class Trainer {
   double train_step(const std::vector<size_t>& indices);
   // --checkpoint-policy auto: measures and sets the policy (once per trainer).
   void choose_checkpoint_policy(ProgressReporter& progress);
-  void end_epoch(EpochSummary& summary);
+  // Freezes observers when due, validates, keeps the best weights, steps the schedule;
+  // false when a stop request cut the validation pass short (nothing recorded then).
+  bool end_epoch(EpochSummary& summary, const std::function<bool()>& stop_requested);
   void set_learning_rate(double lr);
 
   model::TemporalFusionTransformer model_;

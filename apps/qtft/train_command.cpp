@@ -235,7 +235,7 @@ void run_train(TrainFlags& f) {
   if (f.resume && !f.load_model.empty()) continue_recorded_run(f);
   finish_data_flags(f.data);
   train::TrainingSetup setup{f.data.dataset, f.model, qat_recipe(f.qat), f.train, f.load_model, f.resume,
-                             infer::resolve_device(f.runtime.device)};
+                             infer::resolve_device(f.runtime.device), {}};
   train::check_training_setup(setup);  // flags before data
   // Two runs saving to one file would overwrite each other's work: the second stops here.
   // (Without --save-model only an interrupt writes, to the default checkpoint name.)

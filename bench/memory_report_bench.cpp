@@ -12,9 +12,9 @@
 #include <string>
 
 #include "qtft/data/batch.h"
+#include "qtft/infer/model_io.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/memory/memory_tracker.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/train/step_memory.h"
 #include "qtft/train/train_step.h"
 

@@ -14,9 +14,9 @@
 
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
-#include "qtft/io/atomic_file.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/eval/quantile_loss.h"
+#include "qtft/infer/model_io.h"
+#include "qtft/io/atomic_file.h"
 
 #include "bench_configs.h"
 

@@ -5,10 +5,10 @@
 #include <memory>
 
 #include "commands.h"
-#include "run_flags.h"
 #include "data_flags.h"
 #include "qtft/common/error.h"
 #include "qtft/data/arrow_bars.h"
+#include "run_flags.h"
 
 namespace qtft::cli {
 

@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "commands.h"
-#include "qtft/common/format.h"
 #include "exit_code.h"
+#include "qtft/common/format.h"
 #include "qtft/io/tensor_diff.h"
 
 namespace qtft::cli {

@@ -4,11 +4,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "run_flags.h"
 #include "model_run.h"
-#include "qtft/io/atomic_file.h"
 #include "qtft/eval/baselines.h"
 #include "qtft/eval/evaluate.h"
+#include "qtft/io/atomic_file.h"
+#include "run_flags.h"
 
 namespace qtft::cli {
 namespace {

@@ -4,10 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "run_flags.h"
 #include "model_run.h"
-#include "qtft/io/atomic_file.h"
 #include "qtft/infer/explain.h"
+#include "qtft/io/atomic_file.h"
+#include "run_flags.h"
 
 namespace qtft::cli {
 

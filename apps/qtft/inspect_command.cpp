@@ -7,8 +7,8 @@
 
 #include "commands.h"
 #include "qtft/common/format.h"
-#include "qtft/io/safetensors.h"
 #include "qtft/infer/model_io.h"
+#include "qtft/io/safetensors.h"
 #include "qtft/quant/observers.h"
 
 namespace qtft::cli {

@@ -3,10 +3,10 @@
 #include <memory>
 
 #include "commands.h"
-#include "run_flags.h"
 #include "qtft/common/error.h"
 #include "qtft/data/bars.h"
 #include "qtft/data/synthetic.h"
+#include "run_flags.h"
 
 namespace qtft::cli {
 

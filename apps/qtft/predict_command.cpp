@@ -3,10 +3,10 @@
 #include <memory>
 
 #include "commands.h"
-#include "run_flags.h"
 #include "model_run.h"
 #include "qtft/common/error.h"
 #include "qtft/infer/forecast.h"
+#include "run_flags.h"
 
 namespace qtft::cli {
 

@@ -5,13 +5,13 @@
 #include <memory>
 
 #include "commands.h"
-#include "run_flags.h"
 #include "model_run.h"
 #include "qtft/common/error.h"
-#include "qtft/quant/observers.h"
-#include "qtft/train/workflow.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/infer/model_file.h"
+#include "qtft/quant/observers.h"
+#include "qtft/train/workflow.h"
+#include "run_flags.h"
 
 namespace qtft::cli {
 

@@ -4,11 +4,11 @@
 #include <nlohmann/json.hpp>
 
 #include "qtft/common/error.h"
-#include "qtft/quant/observers.h"
-#include "qtft/train/calibration.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/infer/model_file.h"
 #include "qtft/infer/model_io.h"
+#include "qtft/quant/observers.h"
+#include "qtft/train/calibration.h"
 #include "qtft/train/trainer.h"
 #include "qtft/train/workflow.h"
 

@@ -11,10 +11,10 @@
 
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
-#include "qtft/quant/observers.h"
 #include "qtft/data/feature_spec_json.h"
 #include "qtft/data/features.h"
 #include "qtft/io/tensor_file.h"
+#include "qtft/quant/observers.h"
 
 namespace qtft::infer {
 namespace {

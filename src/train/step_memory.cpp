@@ -12,10 +12,10 @@
 
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
+#include "qtft/infer/model_io.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/memory/rng_state.h"
 #include "qtft/quant/activation_observer.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/train/train_step.h"
 
 namespace qtft::train {

@@ -12,9 +12,9 @@
 #include "qtft/common/error.h"
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
-#include "qtft/quant/observers.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/memory/memory_tracker.h"
+#include "qtft/quant/observers.h"
 #include "qtft/train/checkpoint_choice.h"
 #include "qtft/train/step_memory.h"
 #include "qtft/train/train_step.h"
@@ -39,6 +39,51 @@ nlohmann::json epoch_json(const EpochSummary& s) {
           {"samples_per_second", s.samples_per_second},
           {"improved", s.improved},
           {"peak_memory_bytes", s.peak_memory_bytes}};
+}
+
+// A saved training state fits the model it resumes: every parameter's Adam moments with
+// its shape, consistent counters, a valid generator state. Throws qtft::Error listing what
+// does not, before the trainer changes anything.
+void check_resume_state(const torch::nn::Module& model, const infer::TrainingState& saved) {
+  std::map<std::string, at::Tensor> moments(saved.optimizer.begin(), saved.optimizer.end());
+  std::string problems;
+  std::set<std::string> expected;
+  for (const auto& p : model.named_parameters()) {
+    auto exp_avg = moments.find(p.key() + ".exp_avg");
+    if (exp_avg == moments.end()) continue;
+    for (const char* part : {".exp_avg", ".exp_avg_sq", ".step"}) {
+      const std::string name = p.key() + part;
+      expected.insert(name);
+      auto it = moments.find(name);
+      const bool is_step = std::string(part) == ".step";
+      if (it == moments.end()) {
+        problems += "\n  missing: " + name;
+      } else if (is_step ? (it->second.numel() != 1 || it->second.scalar_type() != at::kLong)
+                         : (it->second.sizes() != p.value().sizes() || it->second.scalar_type() != p.value().scalar_type())) {
+        problems += "\n  " + name + ": " + std::string(c10::toString(it->second.scalar_type())) + " " +
+                    c10::str(it->second.sizes()) + " does not fit parameter " + c10::str(p.value().sizes());
+      }
+    }
+  }
+  for (const auto& [name, _] : moments) {
+    if (!expected.count(name)) problems += "\n  unexpected: " + name;
+  }
+  if (!problems.empty()) throw Error("resume state: the optimizer state does not fit the model:" + problems);
+  if (saved.epochs_completed < 0 || saved.batches_done_in_epoch < 0 || saved.global_step < 0 ||
+      saved.best_epoch < 0 || saved.best_epoch > saved.epochs_completed) {
+    throw Error("resume state: inconsistent counters (epochs_completed " + std::to_string(saved.epochs_completed) +
+                ", batches_done_in_epoch " + std::to_string(saved.batches_done_in_epoch) + ", best_epoch " +
+                std::to_string(saved.best_epoch) + ")");
+  }
+  if (saved.cpu_rng_state.defined()) {
+    try {
+      memory::CpuRandomStream(0).set_state(saved.cpu_rng_state);
+    } catch (const c10::Error&) {
+      throw Error("resume state: resume.rng.cpu is not a random generator state (" +
+                  std::string(c10::toString(saved.cpu_rng_state.scalar_type())) + " " +
+                  c10::str(saved.cpu_rng_state.sizes()) + ")");
+    }
+  }
 }
 
 }  // namespace
@@ -87,48 +132,8 @@ void Trainer::set_learning_rate(double lr) {
 }
 
 void Trainer::resume_from(const infer::TrainingState& saved, const infer::NamedTensors& best_weights) {
-  // Everything is checked before anything changes: a malformed state leaves the trainer as it was.
+  check_resume_state(*model_, saved);  // a malformed state leaves the trainer as it was
   std::map<std::string, at::Tensor> moments(saved.optimizer.begin(), saved.optimizer.end());
-  {
-    std::string problems;
-    std::set<std::string> expected;
-    for (const auto& p : model_->named_parameters()) {
-      auto exp_avg = moments.find(p.key() + ".exp_avg");
-      if (exp_avg == moments.end()) continue;
-      for (const char* part : {".exp_avg", ".exp_avg_sq", ".step"}) {
-        const std::string name = p.key() + part;
-        expected.insert(name);
-        auto it = moments.find(name);
-        const bool is_step = std::string(part) == ".step";
-        if (it == moments.end()) {
-          problems += "\n  missing: " + name;
-        } else if (is_step ? (it->second.numel() != 1 || it->second.scalar_type() != at::kLong)
-                           : (it->second.sizes() != p.value().sizes() || it->second.scalar_type() != p.value().scalar_type())) {
-          problems += "\n  " + name + ": " + std::string(c10::toString(it->second.scalar_type())) + " " +
-                      c10::str(it->second.sizes()) + " does not fit parameter " + c10::str(p.value().sizes());
-        }
-      }
-    }
-    for (const auto& [name, _] : moments) {
-      if (!expected.count(name)) problems += "\n  unexpected: " + name;
-    }
-    if (!problems.empty()) throw Error("resume state: the optimizer state does not fit the model:" + problems);
-    if (saved.epochs_completed < 0 || saved.batches_done_in_epoch < 0 || saved.global_step < 0 ||
-        saved.best_epoch < 0 || saved.best_epoch > saved.epochs_completed) {
-      throw Error("resume state: inconsistent counters (epochs_completed " + std::to_string(saved.epochs_completed) +
-                  ", batches_done_in_epoch " + std::to_string(saved.batches_done_in_epoch) + ", best_epoch " +
-                  std::to_string(saved.best_epoch) + ")");
-    }
-    if (saved.cpu_rng_state.defined()) {
-      try {
-        memory::CpuRandomStream(0).set_state(saved.cpu_rng_state);
-      } catch (const c10::Error&) {
-        throw Error("resume state: resume.rng.cpu is not a random generator state (" +
-                    std::string(c10::toString(saved.cpu_rng_state.scalar_type())) + " " +
-                    c10::str(saved.cpu_rng_state.sizes()) + ")");
-      }
-    }
-  }
   infer::copy_weights_into(*model_, saved.current_weights, "resume state");  // checks all, then copies
   auto& states = optimizer_->state();
   for (const auto& p : model_->named_parameters()) {

@@ -6,8 +6,8 @@
 #include <map>
 
 #include "qtft/common/calendar.h"
-#include "qtft/data/bars.h"
 #include "qtft/common/error.h"
+#include "qtft/data/bars.h"
 #include "qtft/data/synthetic.h"
 #include "support/temp_dir.h"
 

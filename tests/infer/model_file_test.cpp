@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "qtft/data/batch.h"
-#include "qtft/io/safetensors.h"
 #include "qtft/infer/model_file.h"
 #include "qtft/infer/model_io.h"
+#include "qtft/io/safetensors.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"
 

@@ -10,10 +10,10 @@
 
 #include "memory/bitwise.h"
 #include "qtft/data/batch.h"
+#include "qtft/infer/model_io.h"
 #include "qtft/memory/checkpoint_policy.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/train/train_step.h"
 #include "support/tiny_model.h"
 

@@ -9,11 +9,11 @@
 #include <map>
 
 #include "qtft/data/batch.h"
-#include "qtft/quant/observers.h"
-#include "qtft/train/calibration.h"
+#include "qtft/eval/quantile_loss.h"
 #include "qtft/infer/model_file.h"
 #include "qtft/infer/model_io.h"
-#include "qtft/eval/quantile_loss.h"
+#include "qtft/quant/observers.h"
+#include "qtft/train/calibration.h"
 #include "qtft/train/trainer.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "qtft/data/dataset.h"
-#include "qtft/model/tft_options.h"
 #include "qtft/eval/metrics.h"
+#include "qtft/model/tft_options.h"
 #include "qtft/train/progress.h"
 #include "qtft/train/train_options.h"
 

@@ -7,8 +7,8 @@
 
 #include "qtft/data/batch.h"
 #include "qtft/data/dataset.h"
-#include "qtft/model/tft.h"
 #include "qtft/eval/metrics.h"
+#include "qtft/model/tft.h"
 
 namespace qtft::eval {
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "qtft/data/dataset.h"
-#include "qtft/model/tft.h"
 #include "qtft/infer/model_file.h"
+#include "qtft/model/tft.h"
 
 namespace qtft::infer {
 

@@ -15,8 +15,8 @@
 
 #include "qtft/memory/checkpoint_policy.h"
 #include "qtft/model/tft_options.h"
-#include "qtft/quant/activation_observer.h"
 #include "qtft/model/variable_selection_network.h"
+#include "qtft/quant/activation_observer.h"
 
 namespace qtft::model {
 

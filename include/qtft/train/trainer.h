@@ -6,10 +6,10 @@
 #include <memory>
 
 #include "qtft/data/dataset.h"
-#include "qtft/model/tft.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/infer/model_file.h"
 #include "qtft/memory/rng_state.h"
+#include "qtft/model/tft.h"
 #include "qtft/train/progress.h"
 #include "qtft/train/train_options.h"
 

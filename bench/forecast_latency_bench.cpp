@@ -31,16 +31,7 @@ double percentile(std::vector<double> v, double p) {
 
 // The last `n` bars of a series.
 qtft::data::BarSeries tail(const qtft::data::BarSeries& s, size_t n) {
-  qtft::data::BarSeries out;
-  out.symbol = s.symbol;
-  const auto first = static_cast<std::ptrdiff_t>(s.size() - n);
-  auto take = [&](const std::vector<double>& v, std::vector<double>& o) {
-    if (!v.empty()) o.assign(v.begin() + first, v.end());
-  };
-  out.timestamp_ns.assign(s.timestamp_ns.begin() + first, s.timestamp_ns.end());
-  take(s.open, out.open), take(s.high, out.high), take(s.low, out.low), take(s.close, out.close),
-      take(s.volume, out.volume);
-  return out;
+  return qtft::data::slice_bars(s, s.size() - n, s.size());
 }
 
 nlohmann::json measure(const qtft::bench::TftConfig& c, int calls, const std::filesystem::path& dir) {
@@ -67,8 +58,7 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int calls, const std::fi
   constexpr size_t kSeries = 64;
   std::vector<qtft::data::BarSeries> many;
   for (size_t i = 0; i < kSeries; ++i) {
-    auto s = tail(bars.series[i % bars.series.size()], need + i);  // different lengths, like real feeds
-    many.push_back(std::move(s));
+    many.push_back(tail(bars.series[i % bars.series.size()], need + i));  // different lengths, like real feeds
   }
   forecaster.forecast(many);
   const int batch_calls = std::max(3, calls / 20);

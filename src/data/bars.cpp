@@ -1,6 +1,7 @@
 #include "qtft/data/bars.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
@@ -11,6 +12,27 @@ size_t BarSet::total_rows() const {
   size_t n = 0;
   for (const auto& s : series) n += s.size();
   return n;
+}
+
+BarSeries slice_bars(const BarSeries& s, size_t begin, size_t end) {
+  if (begin > end || end > s.size()) {
+    throw Error("slice_bars: bars [" + std::to_string(begin) + ", " + std::to_string(end) + ") of " +
+                std::to_string(s.size()));
+  }
+  auto slice = [&](const auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if (v.empty()) return V{};
+    return V(v.begin() + static_cast<std::ptrdiff_t>(begin), v.begin() + static_cast<std::ptrdiff_t>(end));
+  };
+  BarSeries out;
+  out.symbol = s.symbol;
+  out.timestamp_ns = slice(s.timestamp_ns);
+  out.open = slice(s.open);
+  out.high = slice(s.high);
+  out.low = slice(s.low);
+  out.close = slice(s.close);
+  out.volume = slice(s.volume);
+  return out;
 }
 
 void validate_series(const BarSeries& s, const std::string& source) {

@@ -78,12 +78,7 @@ FeatureSpec fit_spec(const BarSet& bars, const DatasetOptions& options) {
 }
 
 void check_spec_matches(const BarSet& bars, const FeatureSpec& spec) {
-  auto known = known_feature_names();
-  if (known != names_of(spec.known)) {
-    throw Error(bars.source + ": the model was trained with the known inputs [" + join(names_of(spec.known)) +
-                "] but this qtft computes [" + join(known) +
-                "]; models saved before bar_gap became an observed input must be retrained");
-  }
+  check_feature_names(spec, bars.source + ": the model");
   // A file may carry more columns than the model uses (volume, say); it may not carry fewer.
   if (spec_uses_range(spec) && !bars.has_range) {
     throw Error(bars.source + ": the model was trained on open/high/low bars (inputs hl_range, close_open) but this "
@@ -91,11 +86,6 @@ void check_spec_matches(const BarSet& bars, const FeatureSpec& spec) {
   }
   if (spec_uses_volume(spec) && !bars.has_volume) {
     throw Error(bars.source + ": the model was trained on bars with volume (input log_volume) but this file has none");
-  }
-  auto observed = observed_feature_names(spec_uses_range(spec), spec_uses_volume(spec));
-  if (observed != names_of(spec.observed)) {
-    throw Error(bars.source + ": the model was trained on the inputs [" + join(names_of(spec.observed)) +
-                "] but this qtft computes [" + join(observed) + "] from such bars");
   }
 }
 
@@ -117,6 +107,19 @@ bool spec_uses_range(const FeatureSpec& spec) {
 
 bool spec_uses_volume(const FeatureSpec& spec) {
   return std::any_of(spec.observed.begin(), spec.observed.end(), [](const auto& f) { return f.name == "log_volume"; });
+}
+
+void check_feature_names(const FeatureSpec& spec, const std::string& where) {
+  const auto known = known_feature_names();
+  if (known != names_of(spec.known)) {
+    throw Error(where + "'s known inputs [" + join(names_of(spec.known)) + "] are not the ones this qtft computes [" +
+                join(known) + "]; models saved before bar_gap became an observed input must be retrained");
+  }
+  const auto observed = observed_feature_names(spec_uses_range(spec), spec_uses_volume(spec));
+  if (observed != names_of(spec.observed)) {
+    throw Error(where + "'s observed inputs [" + join(names_of(spec.observed)) +
+                "] are not the ones this qtft computes from such bars [" + join(observed) + "]");
+  }
 }
 
 int64_t resolve_symbol_id(const FeatureSpec& spec, const std::string& symbol, bool sole_series,

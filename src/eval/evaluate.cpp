@@ -32,12 +32,7 @@ bool for_each_forecast(model::TemporalFusionTransformer& model, const data::Data
 
 ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
                                data::Split split, size_t batch_size, c10::Device device) {
-  MetricsAccumulator metrics(model->options().quantiles());
-  for_each_forecast(model, dataset, split, batch_size, device,
-                    [&](const data::Batch& batch, const model::TftOutput& out) {
-                      metrics.add(out.quantiles, batch.target.to(out.quantiles.device()));
-                    });
-  return metrics.result();
+  return *evaluate_model_unless_stopped(model, dataset, split, batch_size, device, {});
 }
 
 std::optional<ForecastMetrics> evaluate_model_unless_stopped(model::TemporalFusionTransformer& model,

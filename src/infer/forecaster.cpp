@@ -65,17 +65,7 @@ PreparedSeries prepare(const Forecaster::State& st, const data::BarSeries& recen
 
   // Only the last min_bars() bars are read: every feature of a bar depends on it and the
   // bar before, so older bars cannot change the forecast.
-  data::BarSeries tail;
-  const auto first = static_cast<std::ptrdiff_t>(recent.size() - need);
-  auto take = [&](const auto& v, auto& out) {
-    if (!v.empty()) out.assign(v.begin() + first, v.end());
-  };
-  take(recent.timestamp_ns, tail.timestamp_ns);
-  take(recent.close, tail.close);
-  take(recent.open, tail.open);
-  take(recent.high, tail.high);
-  take(recent.low, tail.low);
-  take(recent.volume, tail.volume);
+  data::BarSeries tail = data::slice_bars(recent, recent.size() - need, recent.size());
   tail.symbol = spec.symbols[static_cast<size_t>(id)];
 
   PreparedSeries p;
@@ -86,9 +76,9 @@ PreparedSeries prepare(const Forecaster::State& st, const data::BarSeries& recen
   f.origin_ns = last;
   f.origin_close = tail.close.back();
   f.quantiles = st.file.options.quantiles();
+  f.bar_interval_ns = median_spacing(tail.timestamp_ns);
   if (future_ns.empty()) {
     f.timestamps_continued = true;
-    f.bar_interval_ns = median_spacing(tail.timestamp_ns);
     for (int64_t step = 1; step <= h; ++step) p.future_ns.push_back(last + step * f.bar_interval_ns);
   } else {
     if (static_cast<int64_t>(future_ns.size()) != h) {
@@ -104,7 +94,6 @@ PreparedSeries prepare(const Forecaster::State& st, const data::BarSeries& recen
       previous = future_ns[i];
     }
     p.future_ns.assign(future_ns.begin(), future_ns.end());
-    f.bar_interval_ns = median_spacing(tail.timestamp_ns);
   }
   return p;
 }

@@ -11,8 +11,8 @@
 
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
+#include "qtft/data/dataset.h"
 #include "qtft/data/feature_spec_json.h"
-#include "qtft/data/features.h"
 #include "qtft/io/tensor_file.h"
 #include "qtft/quant/observers.h"
 
@@ -134,26 +134,7 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
       }
     }
   };
-  auto names = [](const std::vector<data::FeatureStats>& stats) {
-    std::string out;
-    for (const auto& f : stats) out += (out.empty() ? "" : ", ") + f.name;
-    return out;
-  };
-  auto joined = [](const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& n : v) out += (out.empty() ? "" : ", ") + n;
-    return out;
-  };
-  const auto known = data::known_feature_names();
-  if (names(spec.known) != joined(known)) {
-    fail("qtft.features: the known inputs [" + names(spec.known) + "] are not the ones this qtft computes [" +
-         joined(known) + "]; models saved before bar_gap became an observed input must be retrained");
-  }
-  const auto observed = data::observed_feature_names(data::spec_uses_range(spec), data::spec_uses_volume(spec));
-  if (names(spec.observed) != joined(observed)) {
-    fail("qtft.features: the observed inputs [" + names(spec.observed) + "] are not ones this qtft computes (for " +
-         "these bars: [" + joined(observed) + "])");
-  }
+  data::check_feature_names(spec, source + ": qtft.features: the model");
   check_stats(spec.observed, "observed");
   check_stats(spec.known, "known");
   if (!std::isfinite(spec.target_scale) || !(spec.target_scale > 0)) {

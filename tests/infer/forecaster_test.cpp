@@ -52,20 +52,7 @@ Saved save_tiny_model(int symbols = 2, bool qat = false) {
 }
 
 // Bars [0, end) of one series.
-data::BarSeries first_bars(const data::BarSeries& s, size_t end) {
-  data::BarSeries out;
-  out.symbol = s.symbol;
-  auto take = [&](const std::vector<double>& v, std::vector<double>& o) {
-    if (!v.empty()) o.assign(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(end));
-  };
-  out.timestamp_ns.assign(s.timestamp_ns.begin(), s.timestamp_ns.begin() + static_cast<std::ptrdiff_t>(end));
-  take(s.open, out.open);
-  take(s.high, out.high);
-  take(s.low, out.low);
-  take(s.close, out.close);
-  take(s.volume, out.volume);
-  return out;
-}
+data::BarSeries first_bars(const data::BarSeries& s, size_t end) { return data::slice_bars(s, 0, end); }
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
@@ -140,12 +127,7 @@ TEST(Forecaster, ReadsOnlyTheBarsItNeeds) {
   EXPECT_EQ(forecaster.min_bars(), 13);
   const auto& series = saved.bars.series[1];
   auto longer = forecaster.forecast(first_bars(series, 200));
-  data::BarSeries shortest = first_bars(series, 200);
-  auto drop = [](auto& v) {
-    if (!v.empty()) v.erase(v.begin(), v.end() - 13);
-  };
-  drop(shortest.timestamp_ns), drop(shortest.open), drop(shortest.high), drop(shortest.low), drop(shortest.close),
-      drop(shortest.volume);
+  auto shortest = data::slice_bars(series, 200 - 13, 200);
   auto exact = forecaster.forecast(shortest);
   for (size_t step = 0; step < exact.steps.size(); ++step) {
     EXPECT_EQ(exact.steps[step].quantile_price, longer.steps[step].quantile_price);

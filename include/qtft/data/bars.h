@@ -17,6 +17,9 @@ struct BarSeries {
   size_t size() const { return close.size(); }
 };
 
+// Bars [begin, end) of a series, every column it has (a forecast's latest bars).
+BarSeries slice_bars(const BarSeries& series, size_t begin, size_t end);
+
 // Validated bars from one source, one series per symbol in order of first appearance.
 struct BarSet {
   std::string source;  // the file name, or "embedded synthetic data"

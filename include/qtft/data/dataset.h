@@ -64,6 +64,10 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const
 // Which of the model's inputs `spec` needs from the bars: open/high/low, volume.
 bool spec_uses_range(const FeatureSpec& spec);
 bool spec_uses_volume(const FeatureSpec& spec);
+// The spec's inputs are the ones this qtft computes (known_feature_names, and
+// observed_feature_names for the bars it reads); throws qtft::Error prefixed by `where`.
+// Models saved before bar_gap became an observed input fail here, with a note to retrain.
+void check_feature_names(const FeatureSpec& spec, const std::string& where);
 // The index of `symbol` in the spec's vocabulary. The sole series of a source takes the
 // only symbol of a one-symbol model whatever its name: such a model's static input is
 // constant, and the same series arrives under other file names (recent.csv for a model

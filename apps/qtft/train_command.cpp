@@ -26,6 +26,11 @@
 #include "qtft/train/workflow.h"
 #include "run_flags.h"
 
+namespace qtft::data {
+// The column flags as a checkpoint records them (keys: the field names).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ColumnNames, timestamp, open, high, low, close, volume, symbol)
+}  // namespace qtft::data
+
 namespace qtft::cli {
 namespace {
 
@@ -46,27 +51,20 @@ struct TrainFlags {
 // `qtft train --resume --load-model F` alone continues the run.
 nlohmann::json run_record(const TrainFlags& f, const std::string& save_path) {
   const auto& src = f.data.source;
-  const auto& c = src.read.columns;
   auto absolute = [](const std::string& p) { return p.empty() ? p : std::filesystem::absolute(p).string(); };
   return {{"save_model", absolute(save_path)},
           {"data",
            {{"parquet_file", absolute(src.parquet_file)},
             {"csv_file", absolute(src.csv_file)},
-            {"timestamp_column", c.timestamp},
-            {"open_column", c.open},
-            {"high_column", c.high},
-            {"low_column", c.low},
-            {"close_column", c.close},
-            {"volume_column", c.volume},
-            {"symbol_column", c.symbol},
+            {"columns", src.read.columns},
             {"symbol", src.read.symbol},
             {"timestamp_unit", f.data.timestamp_unit}}}};
 }
 
 // --resume: what the command line leaves out comes from the checkpoint's record: the data,
-// the save path and the epoch budget of the original run.
-void continue_recorded_run(TrainFlags& f) {
-  const auto file = infer::load_model_file(f.load_model);
+// the save path and the epoch budget of the original run. Returns the checkpoint, read once.
+infer::ModelFile continue_recorded_run(TrainFlags& f) {
+  auto file = infer::load_model_file(f.load_model);
   if (!file.training) throw Error(f.load_model + ": holds no training state to --resume from");
   const auto& record = file.training->run;
   try {
@@ -77,16 +75,9 @@ void continue_recorded_run(TrainFlags& f) {
     if (f.data.source.uses_embedded_data() && record.contains("data")) {
       const auto& d = record.at("data");
       auto& src = f.data.source;
-      auto& c = src.read.columns;
       src.parquet_file = d.at("parquet_file").get<std::string>();
       src.csv_file = d.at("csv_file").get<std::string>();
-      c.timestamp = d.at("timestamp_column").get<std::string>();
-      c.open = d.at("open_column").get<std::string>();
-      c.high = d.at("high_column").get<std::string>();
-      c.low = d.at("low_column").get<std::string>();
-      c.close = d.at("close_column").get<std::string>();
-      c.volume = d.at("volume_column").get<std::string>();
-      c.symbol = d.at("symbol_column").get<std::string>();
+      src.read.columns = d.at("columns").get<data::ColumnNames>();
       src.read.symbol = d.at("symbol").get<std::string>();
       f.data.timestamp_unit = d.at("timestamp_unit").get<std::string>();
     }
@@ -96,6 +87,7 @@ void continue_recorded_run(TrainFlags& f) {
   if (!f.save_model.empty()) io::check_writable(f.save_model, "--save-model (from the checkpoint)");
   std::cout << "Continuing the run of " << f.load_model << ": " << f.train.epochs << " epochs"
             << (f.save_model.empty() ? "" : ", saving to " + f.save_model) << "\n";
+  return file;
 }
 
 // Saves with Ctrl-C held back, so a signal cannot leave a half-written temporary behind; a
@@ -138,8 +130,8 @@ void print_config(const model::TftOptions& m, const train::TrainOptions& t, int6
 // The workflow's events, printed as the run goes.
 class ConsolePrinter : public train::TrainingEvents {
  public:
-  ConsolePrinter(const data::BarSet& bars, const data::BarSource& source, bool verbose_observers)
-      : bars_(bars), source_(source), verbose_(verbose_observers) {}
+  ConsolePrinter(const data::BarSet& bars, const data::BarSource& source, bool verbose_observers, c10::Device device)
+      : bars_(bars), source_(source), verbose_(verbose_observers), device_(device) {}
   void model_loaded(const std::filesystem::path& path) override {
     std::cout << "Loaded " << path.string() << " (its configuration, features and windows are kept)\n";
   }
@@ -168,12 +160,12 @@ class ConsolePrinter : public train::TrainingEvents {
     std::printf("Resuming after epoch %lld, batch %lld (step %lld)\n", static_cast<long long>(st.epochs_completed),
                 static_cast<long long>(st.batches_done_in_epoch), static_cast<long long>(st.global_step));
   }
-  c10::Device device_{c10::kCPU};
 
  private:
   const data::BarSet& bars_;
   const data::BarSource& source_;
   bool verbose_;
+  c10::Device device_;
 };
 
 train::QatRecipe qat_recipe(const QatFlags& q) {
@@ -232,10 +224,11 @@ void run_train(TrainFlags& f) {
     run_compare_accuracy(f);
     return;
   }
-  if (f.resume && !f.load_model.empty()) continue_recorded_run(f);
+  std::optional<infer::ModelFile> checkpoint;
+  if (f.resume && !f.load_model.empty()) checkpoint = continue_recorded_run(f);
   finish_data_flags(f.data);
-  train::TrainingSetup setup{f.data.dataset, f.model, qat_recipe(f.qat), f.train, f.load_model, f.resume,
-                             infer::resolve_device(f.runtime.device), {}};
+  train::TrainingSetup setup{f.data.dataset, f.model,  qat_recipe(f.qat), f.train, f.load_model, std::move(checkpoint),
+                             f.resume,       infer::resolve_device(f.runtime.device), {}};
   train::check_training_setup(setup);  // flags before data
   // Two runs saving to one file would overwrite each other's work: the second stops here.
   // (Without --save-model only an interrupt writes, to the default checkpoint name.)
@@ -247,8 +240,7 @@ void run_train(TrainFlags& f) {
     std::cout << "No --parquet-file or --csv-file given: training on the " << data::describe_source(source) << "\n";
   }
   auto bars = data::load_bars(source);
-  ConsolePrinter printer(bars, source, f.qat.verbose);
-  printer.device_ = setup.device;
+  ConsolePrinter printer(bars, source, f.qat.verbose, setup.device);
   setup.stop_requested = interrupt_requested;
   auto run = [&] {
     try {

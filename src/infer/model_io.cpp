@@ -28,10 +28,13 @@ model::TemporalFusionTransformer build_model(const model::TftOptions& options, u
 }
 
 LoadedModel load_model(const std::filesystem::path& path, c10::Device device) {
-  auto file = load_model_file(path);
+  return model_from_file(load_model_file(path), path.string(), device);
+}
+
+LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Device device) {
   // The initial weights are overwritten; building them draws from a stream of its own.
   auto model = build_model(file.options, 0);
-  copy_weights_into(*model, file.weights, path.string());
+  copy_weights_into(*model, file.weights, source);
   model->to(device);
   return {std::move(file), std::move(model)};
 }

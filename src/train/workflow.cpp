@@ -68,7 +68,9 @@ PreparedTraining prepare_training(const data::BarSet& bars, TrainingSetup setup,
 
   std::optional<infer::LoadedModel> loaded;
   if (!setup.load_model.empty()) {
-    loaded = infer::load_model(setup.load_model, setup.device);
+    loaded = setup.model_file
+                 ? infer::model_from_file(std::move(*setup.model_file), setup.load_model.string(), setup.device)
+                 : infer::load_model(setup.load_model, setup.device);
     events.model_loaded(setup.load_model);
     if (setup.resume) {
       if (!loaded->file.training) throw Error(setup.load_model.string() + ": holds no training state to --resume from");

@@ -29,6 +29,8 @@ struct LoadedModel {
   model::TemporalFusionTransformer model;
 };
 LoadedModel load_model(const std::filesystem::path& path, c10::Device device);
+// The same from a file already read (load_model_file); `source` names it in errors.
+LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Device device);
 
 // The loaded model with QAT turned on at the given bit widths, keeping its weights (and its
 // observers when it already had QAT at the same widths). Used to fine-tune an FP32 model

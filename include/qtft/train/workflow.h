@@ -44,6 +44,9 @@ struct TrainingSetup {
   QatRecipe qat;
   TrainOptions train;
   std::filesystem::path load_model;  // empty: a fresh model; else fine-tune it, or resume its run
+  // load_model's contents when the program has read them already (a resume reads its
+  // record first), so the file is not read twice.
+  std::optional<infer::ModelFile> model_file;
   bool resume = false;
   c10::Device device = c10::Device(c10::kCPU);
   // Polled during the long steps before training (calibration): train::Interrupted ends

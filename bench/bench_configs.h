@@ -3,6 +3,7 @@
 // What the training benchmarks share: the configurations they measure and the data.
 #include <cstdint>
 
+#include "qtft/data/bar_source.h"
 #include "qtft/data/dataset.h"
 #include "qtft/data/synthetic.h"
 
@@ -17,9 +18,9 @@ struct TftConfig {
 inline constexpr TftConfig kPaperConfig{"paper", 168, 24, 160, 4, 64};
 inline constexpr TftConfig kSmallConfig{"small", 64, 8, 64, 4, 64};
 
-// The embedded synthetic bars, windowed for `config`.
-inline data::Dataset embedded_dataset(const TftConfig& config) {
-  const auto bars = data::generate_synthetic_bars(data::SyntheticOptions{});
+// The bars of `source` (the embedded synthetic bars by default), windowed for `config`.
+inline data::Dataset embedded_dataset(const TftConfig& config, const data::BarSource& source = {}) {
+  const auto bars = data::load_bars(source);
   data::DatasetOptions options;
   options.encoder_length = config.encoder;
   options.horizon = config.horizon;

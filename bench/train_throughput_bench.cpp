@@ -1,7 +1,9 @@
 // Training throughput of the TFT: step time (forward, backward, Adam) and samples per
 // second for the TFT paper's electricity-sized configuration and a small one, measured in
 // the same run. Prints a table and JSON.
-//   build/bench/train_throughput_bench [--steps 10] [--device cpu|cuda|auto] [--json out.json]
+//   build/bench/train_throughput_bench [--steps 10] [--device cpu|cuda|auto] [--config paper|small|both]
+//                                      [--parquet-file bars.parquet] [--json out.json]
+// bench/pytorch_forecasting/compare_throughput.sh runs it beside pytorch-forecasting.
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 #include <torch/optim/adam.h>
@@ -11,6 +13,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
@@ -26,8 +30,9 @@ void synchronize(c10::Device device) {
   if (device.is_cuda()) torch::cuda::synchronize();
 }
 
-nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device device) {
-  auto dataset = qtft::bench::embedded_dataset(c);
+nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device device,
+                       const qtft::data::BarSource& source) {
+  auto dataset = qtft::bench::embedded_dataset(c, source);
   qtft::model::TftOptions options = qtft::infer::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads);
   auto model = qtft::infer::build_model(options, 1);
@@ -70,30 +75,41 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device d
 int main(int argc, char** argv) {
   CLI::App app{"TFT training throughput"};
   int steps = 10;
-  std::string device_name = "auto", json_path;
+  std::string device_name = "auto", json_path, config_name = "both";
+  qtft::data::BarSource source;
   int threads = 0;
   app.add_option("--steps", steps, "Measured steps per configuration (after 2 warm-up steps)")->capture_default_str();
   app.add_option("--device", device_name, "cpu, cuda or auto")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (0: LibTorch default)")->capture_default_str();
+  app.add_option("--config", config_name, "paper, small or both")
+      ->check(CLI::IsMember({"paper", "small", "both"}))
+      ->capture_default_str();
+  app.add_option("--parquet-file", source.parquet_file, "Bars to train on (default: the embedded data)")
+      ->check(CLI::ExistingFile);
   app.add_option("--json", json_path, "Write the figures as JSON");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) at::set_num_threads(threads);
   auto device = qtft::infer::resolve_device(device_name);
 
-  const qtft::bench::TftConfig configs[] = {qtft::bench::kPaperConfig, qtft::bench::kSmallConfig};
+  std::vector<qtft::bench::TftConfig> configs;
+  if (config_name != "small") configs.push_back(qtft::bench::kPaperConfig);
+  if (config_name != "paper") configs.push_back(qtft::bench::kSmallConfig);
   nlohmann::json results = nlohmann::json::array();
   std::printf("device %s, %d CPU threads, %d steps each\n", device.str().c_str(), at::get_num_threads(), steps);
   std::printf("%-6s %7s %7s %6s %5s %5s %10s %10s %12s\n", "config", "encoder", "horizon", "hidden", "heads", "batch",
               "params", "step_ms", "samples/s");
   for (const auto& c : configs) {
-    auto r = measure(c, steps, device);
+    auto r = measure(c, steps, device, source);
     std::printf("%-6s %7lld %7lld %6lld %5lld %5lld %10lld %10.1f %12.1f\n", c.name, static_cast<long long>(c.encoder),
                 static_cast<long long>(c.horizon), static_cast<long long>(c.hidden), static_cast<long long>(c.heads),
                 static_cast<long long>(c.batch), r["parameters"].get<long long>(), 1000 * r["step_seconds"].get<double>(),
                 r["samples_per_second"].get<double>());
     results.push_back(r);
   }
-  nlohmann::json j{{"device", device.str()}, {"threads", at::get_num_threads()}, {"results", results}};
+  nlohmann::json j{{"device", device.str()},
+                   {"threads", at::get_num_threads()},
+                   {"data", qtft::data::describe_source(source)},
+                   {"results", results}};
   std::printf("%s\n", j.dump().c_str());
   if (!json_path.empty()) qtft::io::write_file_atomically(json_path, j.dump(2) + "\n");
   return 0;

@@ -13,7 +13,7 @@ GatedLinearUnitImpl::GatedLinearUnitImpl(int64_t input_size, int64_t output_size
 at::Tensor GatedLinearUnitImpl::forward(const at::Tensor& x) { return at::sigmoid(gate_fc(x)) * fc(x); }
 
 GateAddNormImpl::GateAddNormImpl(GateAddNormOptions options) : options_(options) {
-  dropout = register_module("dropout", torch::nn::Dropout(options.dropout()));
+  dropout = register_module("dropout", Dropout(options.dropout()));
   glu = register_module("glu", GatedLinearUnit(options.input_size(), options.output_size()));
   layer_norm = register_module("layer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.output_size()})));
 }

@@ -17,7 +17,7 @@ GatedResidualNetworkImpl::GatedResidualNetworkImpl(GatedResidualNetworkOptions o
                                          Dense(DenseOptions(o.context_size(), o.hidden_size()).bias(false)));
   }
   fc2 = register_module("fc2", Dense(o.hidden_size(), o.hidden_size()));
-  dropout = register_module("dropout", torch::nn::Dropout(o.dropout()));
+  dropout = register_module("dropout", Dropout(o.dropout()));
   gate = register_module("gate", GatedLinearUnit(o.hidden_size(), o.output_size()));
   if (o.input_size() != o.output_size()) {
     skip_projection = register_module("skip_projection", Dense(o.input_size(), o.output_size()));

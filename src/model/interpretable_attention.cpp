@@ -21,8 +21,8 @@ InterpretableMultiHeadAttentionImpl::InterpretableMultiHeadAttentionImpl(Interpr
   k_proj = register_module("k_proj", Dense(o.hidden_size(), o.num_heads() * d));
   v_proj = register_module("v_proj", Dense(o.hidden_size(), d));
   out_proj = register_module("out_proj", Dense(d, o.hidden_size()));
-  attention_dropout = register_module("attention_dropout", torch::nn::Dropout(o.dropout()));
-  output_dropout = register_module("output_dropout", torch::nn::Dropout(o.dropout()));
+  attention_dropout = register_module("attention_dropout", Dropout(o.dropout()));
+  output_dropout = register_module("output_dropout", Dropout(o.dropout()));
 }
 
 AttentionOutput InterpretableMultiHeadAttentionImpl::forward(const at::Tensor& query, const at::Tensor& key,

@@ -1,9 +1,10 @@
 #include "qtft/quant/activation_observer.h"
 
-#include <ATen/ops/fake_quantize_per_tensor_affine.h>
+#include <ATen/ops/aminmax.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/fused_moving_avg_obs_fake_quant.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
@@ -13,6 +14,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/memory/recompute_context.h"
+#include "qtft/quant/fake_quantize.h"
 
 namespace qtft::quant {
 namespace {
@@ -99,22 +101,29 @@ void ActivationFakeQuantImpl::pretty_print(std::ostream& stream) const {
 
 at::Tensor ActivationFakeQuantImpl::observe(const at::Tensor& x) {
   const at::Tensor& on = on_flag(x.device());
-  // Updates running_min/max, scale and zero_point in place; the gradient is the
-  // straight-through mask. ch_axis and per_row only matter for per-channel observers.
-  at::Tensor out = at::fused_moving_avg_obs_fake_quant(x, on, on, running_min_, running_max_, scale_, zero_point_,
-                                                       options_.averaging_constant(), range_.qmin, range_.qmax,
-                                                       /*ch_axis=*/0, /*per_row_fake_quant=*/false,
-                                                       /*symmetric_quant=*/false);
+  // ATen's fused op updates running_min/max, scale and zero_point in place from the min and
+  // max of what it is given, and nothing else of it; given just those two values it does
+  // the observer's arithmetic exactly as on x. x itself is then fake-quantized by the
+  // faster fake_quantize_per_tensor (bitwise what the fused op's own kernel would give).
+  // ch_axis and per_row only matter for per-channel observers.
+  at::Tensor extremes;
+  {
+    c10::NoGradGuard no_grad;
+    auto [min, max] = at::aminmax(x);
+    extremes = at::stack({min, max});
+  }
+  at::fused_moving_avg_obs_fake_quant(extremes, on, on, running_min_, running_max_, scale_, zero_point_,
+                                      options_.averaging_constant(), range_.qmin, range_.qmax,
+                                      /*ch_axis=*/0, /*per_row_fake_quant=*/false, /*symmetric_quant=*/false);
   // Counted on the device: no synchronization.
   samples_.add_(1);
-  return out;
+  return fake_quantize_with(x, scale_, zero_point_);
 }
 
 at::Tensor ActivationFakeQuantImpl::fake_quantize_with(const at::Tensor& x, const at::Tensor& scale,
                                                        const at::Tensor& zero_point) const {
-  // The tensor-parameter overload reads scale and zero point on the device, so no sync, and
-  // runs the same kernel the fused op ends in.
-  return at::fake_quantize_per_tensor_affine(x, scale, zero_point, range_.qmin, range_.qmax);
+  // Scale and zero point are read on the device: no synchronization.
+  return fake_quantize_per_tensor(x, scale, zero_point, range_.qmin, range_.qmax);
 }
 
 const at::Tensor& ActivationFakeQuantImpl::on_flag(const at::Device& device) {

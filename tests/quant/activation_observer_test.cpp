@@ -2,6 +2,10 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/fused_moving_avg_obs_fake_quant.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/randn.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
@@ -116,6 +120,29 @@ TEST(ActivationFakeQuantTest, MovingAverageByHand) {
   EXPECT_EQ(value(observer, "running_max"), max);
   expect_qparams_from_running_range(observer);
   EXPECT_EQ(observer->samples(), 3);
+}
+
+// The observer hands ATen's fused op only x's min and max, and fake-quantizes x itself:
+// state and output must be bitwise what the fused op gives on the whole of x.
+TEST(ActivationFakeQuantTest, BitwiseWhatAtenFusedOpGivesOnTheWholeTensor) {
+  ActivationFakeQuant observer(ActivationFakeQuantOptions().averaging_constant(0.05));
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  at::Tensor running_min = at::full({1}, std::numeric_limits<float>::infinity(), f32);
+  at::Tensor running_max = at::full({1}, -std::numeric_limits<float>::infinity(), f32);
+  at::Tensor scale = at::ones({1}, f32);
+  at::Tensor zero_point = at::zeros({1}, at::TensorOptions().dtype(at::kInt));
+  const at::Tensor on = at::ones({1}, at::TensorOptions().dtype(at::kLong));
+  for (int step = 0; step < 6; ++step) {
+    const at::Tensor x = at::randn({64, 37}, f32) * (1.0 + step) + 0.3 * step;
+    const at::Tensor aten_out = at::fused_moving_avg_obs_fake_quant(x, on, on, running_min, running_max, scale,
+                                                                    zero_point, 0.05, 0, 255, 0, false, false);
+    const at::Tensor ours = observer(x);
+    EXPECT_TRUE(same_bytes(ours, aten_out)) << "step " << step;
+    EXPECT_TRUE(same_bytes(buffer(observer, "running_min"), running_min)) << "step " << step;
+    EXPECT_TRUE(same_bytes(buffer(observer, "running_max"), running_max)) << "step " << step;
+    EXPECT_TRUE(same_bytes(buffer(observer, "scale"), scale)) << "step " << step;
+    EXPECT_TRUE(same_bytes(buffer(observer, "zero_point"), zero_point)) << "step " << step;
+  }
 }
 
 TEST(ActivationFakeQuantTest, AveragingConstantIsAnOption) {

@@ -3,13 +3,13 @@
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
 #include <torch/nn/module.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
 
 #include "qtft/model/dense.h"
+#include "qtft/model/dropout.h"
 
 namespace qtft::model {
 
@@ -44,7 +44,7 @@ class GateAddNormImpl : public torch::nn::Module {
 
   const GateAddNormOptions& options() const { return options_; }
 
-  torch::nn::Dropout dropout{nullptr};
+  Dropout dropout{nullptr};
   GatedLinearUnit glu{nullptr};
   torch::nn::LayerNorm layer_norm{nullptr};
 

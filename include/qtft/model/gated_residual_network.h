@@ -3,13 +3,13 @@
 #include <ATen/core/Tensor.h>
 #include <torch/arg.h>
 #include <torch/nn/module.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
 
 #include "qtft/model/dense.h"
+#include "qtft/model/dropout.h"
 #include "qtft/model/gated_linear_unit.h"
 
 namespace qtft::model {
@@ -45,7 +45,7 @@ class GatedResidualNetworkImpl : public torch::nn::Module {
   Dense fc1{nullptr};
   Dense context_projection{nullptr};  // registered only when context_size > 0
   Dense fc2{nullptr};
-  torch::nn::Dropout dropout{nullptr};
+  Dropout dropout{nullptr};
   GatedLinearUnit gate{nullptr};
   Dense skip_projection{nullptr};  // registered only when input_size != output_size
   torch::nn::LayerNorm layer_norm{nullptr};

@@ -4,12 +4,12 @@
 #include <c10/core/Device.h>
 #include <torch/arg.h>
 #include <torch/nn/module.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
 
 #include "qtft/model/dense.h"
+#include "qtft/model/dropout.h"
 
 namespace qtft::model {
 
@@ -49,8 +49,8 @@ class InterpretableMultiHeadAttentionImpl : public torch::nn::Module {
   Dense k_proj{nullptr};
   Dense v_proj{nullptr};
   Dense out_proj{nullptr};
-  torch::nn::Dropout attention_dropout{nullptr};  // on the attention probabilities
-  torch::nn::Dropout output_dropout{nullptr};     // on the projected output
+  Dropout attention_dropout{nullptr};  // on the attention probabilities
+  Dropout output_dropout{nullptr};     // on the projected output
 
   // Quantization-aware training: the projections (Dense) and the attention probabilities,
   // which an int8 deployment feeds to the value matmul as 8-bit numbers, are fake-quantized.

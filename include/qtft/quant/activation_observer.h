@@ -71,8 +71,8 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
 
  private:
   // Updates min, max, scale, zero point and the sample count from x and returns x
-  // fake-quantized with the new parameters. The fused kernel observes and quantizes in one
-  // pass, so observing hands back its output instead of quantizing a second time.
+  // fake-quantized with the new parameters (ATen's fused observer on x's min and max, then
+  // fake_quantize_with).
   at::Tensor observe(const at::Tensor& x);
   // Fake-quantizes x with the given parameters and touches no state. A replay of an
   // observed call (recompute under checkpointing) goes through here with the parameters

@@ -1,0 +1,23 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace qtft::quant {
+
+// Per-tensor affine fake quantization with the straight-through gradient (the gradient is
+// passed where the rounded value fell inside [qmin, qmax], zero elsewhere): bitwise what
+// at::fake_quantize_per_tensor_affine(x, scale, zero_point, qmin, qmax) gives for finite x,
+// tested against it.
+//
+// Why not that kernel itself: on the CPU it runs scalar code, about 7 ns per element on two
+// threads, and was the largest single cost of a QAT training step (18% of it, 25% with
+// checkpointing, docs/PERFORMANCE.md). Here the same arithmetic runs as ATen's vectorized
+// elementwise ops, several times faster. Off the CPU it is LibTorch's fused kernel.
+//
+// scale: float [1], zero_point: int32 [1], on x's device (read there: no synchronization).
+at::Tensor fake_quantize_per_tensor(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& zero_point,
+                                    int64_t qmin, int64_t qmax);
+
+}  // namespace qtft::quant

@@ -1,0 +1,83 @@
+#include "qtft/quant/fake_quantize.h"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/fake_quantize_per_tensor_affine.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/rand.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "memory/bitwise.h"
+
+namespace qtft::quant {
+namespace {
+
+using test::bitwise_equal;
+
+struct Case {
+  float scale;
+  int32_t zero_point;
+  int64_t qmin, qmax;
+};
+
+// Values that reach every branch: well inside the range, beyond both ends (clamped, no
+// gradient), exactly on rounding ties (k + 0.5 steps, where half-to-even decides), and
+// exactly on the range's ends.
+at::Tensor probe_values(const Case& c) {
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  const at::Tensor steps = at::arange(-300, 300, f32) + 0.5;  // ties, in units of scale
+  const at::Tensor ties = steps * c.scale;
+  const at::Tensor ends = at::full({4}, 0.0f, f32);
+  ends[0] = (c.qmin - c.zero_point) * c.scale;
+  ends[1] = (c.qmax - c.zero_point) * c.scale;
+  ends[2] = (c.qmin - c.zero_point - 0.5f) * c.scale;
+  ends[3] = (c.qmax - c.zero_point + 0.5f) * c.scale;
+  return at::cat({at::randn({5000}, f32) * (200 * c.scale), ties, ends, at::rand({3000}, f32) * c.scale});
+}
+
+// Output and gradient (with an upstream gradient of mixed signs, so -0.0 shows) of both.
+std::pair<at::Tensor, at::Tensor> run(bool ours, const at::Tensor& values, const Case& c) {
+  const at::Tensor scale = at::full({1}, c.scale, at::TensorOptions().dtype(at::kFloat));
+  const at::Tensor zero_point = at::full({1}, c.zero_point, at::TensorOptions().dtype(at::kInt));
+  const at::Tensor x = values.clone().requires_grad_(true);
+  const at::Tensor out = ours ? fake_quantize_per_tensor(x, scale, zero_point, c.qmin, c.qmax)
+                              : at::fake_quantize_per_tensor_affine(x, scale, zero_point, c.qmin, c.qmax);
+  const at::Tensor upstream = at::arange(values.numel(), values.options()).sub(values.numel() / 2.0);
+  out.backward(upstream);
+  return {out.detach(), x.grad()};
+}
+
+TEST(FakeQuantizePerTensorTest, BitwiseWhatAtenGivesForOutputAndGradient) {
+  const Case cases[] = {{0.02f, 3, 0, 255}, {0.0137f, 128, 0, 255}, {1.0f / 3, 0, 0, 255},
+                        {0.5f, 7, 0, 15},   {3.1e-5f, 255, 0, 255}, {0.25f, 0, -128, 127}};
+  for (const Case& c : cases) {
+    const at::Tensor values = probe_values(c);
+    const auto [aten_out, aten_grad] = run(false, values, c);
+    const auto [our_out, our_grad] = run(true, values, c);
+    EXPECT_TRUE(bitwise_equal(our_out, aten_out)) << "scale " << c.scale << " zero point " << c.zero_point;
+    EXPECT_TRUE(bitwise_equal(our_grad, aten_grad)) << "scale " << c.scale << " zero point " << c.zero_point;
+  }
+}
+
+TEST(FakeQuantizePerTensorTest, ClampedValuesGetNoGradientAndLandOnTheEnds) {
+  const at::Tensor x = at::arange(-4, 5, at::TensorOptions().dtype(at::kFloat)).requires_grad_(true);
+  const at::Tensor scale = at::full({1}, 1.0f, at::TensorOptions().dtype(at::kFloat));
+  const at::Tensor zero_point = at::full({1}, 2, at::TensorOptions().dtype(at::kInt));
+  // q = x + 2 in [0, 4]: x in [-2, 2] passes, the rest clamps to -2 or 2.
+  const at::Tensor out = fake_quantize_per_tensor(x, scale, zero_point, 0, 4);
+  out.sum().backward();
+  const float expected_out[] = {-2, -2, -2, -1, 0, 1, 2, 2, 2};
+  const float expected_grad[] = {0, 0, 1, 1, 1, 1, 1, 0, 0};
+  for (int64_t i = 0; i < 9; ++i) {
+    EXPECT_EQ(out[i].item<float>(), expected_out[i]) << i;
+    EXPECT_EQ(x.grad()[i].item<float>(), expected_grad[i]) << i;
+  }
+}
+
+}  // namespace
+}  // namespace qtft::quant

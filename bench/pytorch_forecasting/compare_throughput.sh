@@ -46,7 +46,8 @@ for ((r = 1; r <= rounds; ++r)); do
       --threads "$threads" --steps "$steps" --json "$out/qtft_${config}_$r.json" | tail -n +2 | head -n 2
     echo "round $r, $config: pytorch-forecasting"
     "$pf_venv/bin/python" bench/pytorch_forecasting/pf_tft_throughput.py --config "$config" --parquet-file "$bars" \
-      --threads "$threads" --steps "$steps" --json "$out/pf_${config}_$r.json" 2>"$out/pf_${config}_$r.log"
+      --threads "$threads" --steps "$steps" --json "$out/pf_${config}_$r.json" 2>"$out/pf_${config}_$r.log" ||
+      { tail -n 20 "$out/pf_${config}_$r.log" >&2; exit 1; }
   done
 done
 "$qtft_venv/bin/python" bench/pytorch_forecasting/summarize.py "$out" --rounds "$rounds"

@@ -42,7 +42,8 @@ def features(path):
     for symbol, s in bars.groupby("symbol", sort=False):
         s = s.sort_values("timestamp").reset_index(drop=True)
         ns = s["timestamp"].astype("int64").to_numpy()
-        f = pd.DataFrame({"symbol": str(symbol)})
+        f = pd.DataFrame(index=s.index)
+        f["symbol"] = str(symbol)
         f["log_return"] = np.log(s["close"] / s["close"].shift(1))
         f["hl_range"] = np.log(s["high"] / s["low"])
         f["close_open"] = np.log(s["close"] / s["open"])

@@ -21,6 +21,23 @@ at::Tensor DenseImpl::forward(const at::Tensor& x) {
   return output_quant(at::linear(x, weight, linear->bias));
 }
 
+at::Tensor DenseImpl::forward_concatenated(const std::vector<at::Tensor>& parts) {
+  int64_t width = 0;
+  for (const at::Tensor& part : parts) width += part.dim() >= 1 ? part.size(-1) : 0;
+  TORCH_CHECK(!parts.empty() && width == options_.in_features(), "Dense: expected parts whose last dimensions add up to ",
+              options_.in_features(), " features, got ", parts.size(), " parts with ", width);
+  const at::Tensor weight =
+      qat_enabled() ? quant::fake_quantize_weight(linear->weight, weight_bits_) : linear->weight;
+  at::Tensor out;
+  int64_t offset = 0;
+  for (const at::Tensor& part : parts) {
+    const at::Tensor columns = weight.narrow(1, offset, part.size(-1));
+    offset += part.size(-1);
+    out = out.defined() ? out + at::linear(part, columns) : at::linear(part, columns, linear->bias);
+  }
+  return qat_enabled() ? output_quant(out) : out;
+}
+
 void DenseImpl::enable_qat(const quant::QatSettings& settings) {
   if (qat_enabled()) return;
   weight_bits_ = settings.weight_bits;

@@ -1,5 +1,6 @@
 #include "qtft/model/gated_residual_network.h"
 
+#include <ATen/ops/cat.h>
 #include <ATen/ops/elu.h>
 #include <c10/util/Exception.h>
 
@@ -26,12 +27,23 @@ GatedResidualNetworkImpl::GatedResidualNetworkImpl(GatedResidualNetworkOptions o
 }
 
 at::Tensor GatedResidualNetworkImpl::forward(const at::Tensor& a, const at::Tensor& context) {
-  at::Tensor hidden = fc1(a);
+  return finish(fc1(a), skip_projection ? skip_projection(a) : a, context, a.dim());
+}
+
+at::Tensor GatedResidualNetworkImpl::forward_concatenated(const std::vector<at::Tensor>& parts,
+                                                          const at::Tensor& context) {
+  TORCH_CHECK(!parts.empty(), "GatedResidualNetwork: expected at least one input part");
+  const at::Tensor skip = skip_projection ? skip_projection->forward_concatenated(parts) : at::cat(parts, -1);
+  return finish(fc1->forward_concatenated(parts), skip, context, parts.front().dim());
+}
+
+at::Tensor GatedResidualNetworkImpl::finish(at::Tensor hidden, const at::Tensor& skip, const at::Tensor& context,
+                                            int64_t input_dim) {
   if (context_projection) {
     TORCH_CHECK(context.defined(), "GatedResidualNetwork: built with context_size ", options_.context_size(),
                 " but called without a context");
-    TORCH_CHECK(context.dim() >= 1 && context.dim() <= a.dim(),
-                "GatedResidualNetwork: context must have between 1 and ", a.dim(), " dimensions, got shape ",
+    TORCH_CHECK(context.dim() >= 1 && context.dim() <= input_dim,
+                "GatedResidualNetwork: context must have between 1 and ", input_dim, " dimensions, got shape ",
                 context.sizes());
     at::Tensor c = context_projection(context);
     // A static context [B, C] meets temporal inputs [B, T, ...]: insert the time axes.
@@ -42,7 +54,6 @@ at::Tensor GatedResidualNetworkImpl::forward(const at::Tensor& a, const at::Tens
                 "(set context_size)");
   }
   hidden = fc2(at::elu(hidden));
-  const at::Tensor skip = skip_projection ? skip_projection(a) : a;
   return layer_norm(skip + gate(dropout(hidden)));
 }
 

@@ -2,9 +2,9 @@
 
 #include <ATen/ops/ones.h>
 #include <ATen/ops/softmax.h>
-#include <ATen/ops/cat.h>
 #include <c10/util/Exception.h>
 
+#include <cstddef>
 #include <vector>
 
 #include "qtft/memory/checkpoint.h"
@@ -60,7 +60,7 @@ VariableSelectionOutput VariableSelectionNetworkImpl::forward_variables(const st
     return {processed.front(), at::ones(weight_sizes, inputs.front().options())};
   }
 
-  // Each segment runs one GRN over one variable (or the selector over their concatenation),
+  // Each segment runs one GRN over one variable (or the selector over all of them),
   // so a recompute holds a single GRN's activations; the weighted sum is accumulated
   // segment by segment, and the processed inputs are never all held at once.
   Tensors selector_inputs = inputs;
@@ -68,8 +68,8 @@ VariableSelectionOutput VariableSelectionNetworkImpl::forward_variables(const st
   if (has_context) selector_inputs.push_back(context);
   const at::Tensor weights =
       memory::run_segment("selection_weights", checkpointed, selector_inputs, [this, n, has_context](const Tensors& in) {
-        const at::Tensor flattened = at::cat(at::TensorList(in).slice(0, n), -1);
-        return Tensors{at::softmax(flattened_grn(flattened, has_context ? in[n] : at::Tensor()), -1)};
+        const Tensors embedded(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n));
+        return Tensors{at::softmax(flattened_grn->forward_concatenated(embedded, has_context ? in[n] : at::Tensor()), -1)};
       })[0];
   at::Tensor selected;
   for (size_t i = 0; i < n; ++i) {

@@ -1,6 +1,7 @@
 #include "qtft/model/gated_residual_network.h"
 
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
@@ -109,6 +110,40 @@ TEST(GatedResidualNetworkTest, SkipProjectionWhenSizesDiffer) {
   // a = [1, 2, 3]: fc1 = 0, ELU(0) = 0, fc2 = [1, -1], gated = [0.75, -0.5]
   // skip = skip_projection(a) = [1, 3];  sum = [1.75, 2.5]
   expect_values(grn(literal({1, 2, 3}, {1, 3})), layer_norm_pair(1.75, 2.5));
+}
+
+// The selector's form: the same function of the parts as forward of their concatenation
+// (equal up to float summation order), with and without QAT, and the same gradients.
+TEST(GatedResidualNetworkTest, ConcatenatedPartsGiveWhatTheConcatenationGives) {
+  for (const bool qat : {false, true}) {
+    GatedResidualNetwork grn(GatedResidualNetworkOptions(12, 6, 3).context_size(2));
+    if (qat) {
+      for (const auto& module : grn->modules(false)) {
+        if (auto* dense = module->as<DenseImpl>()) dense->enable_qat(quant::QatSettings{});
+      }
+    }
+    grn->eval();  // frozen observers after one look, so both forms quantize alike
+    const std::vector<at::Tensor> parts{at::randn({5, 7, 4}), at::randn({5, 7, 4}), at::randn({5, 7, 4})};
+    const at::Tensor context = at::randn({5, 2});
+    if (qat) {
+      grn->train();
+      grn->forward(at::cat(parts, -1), context);
+      grn->eval();
+    }
+    std::vector<at::Tensor> leaves;
+    for (const auto& p : parts) leaves.push_back(p.clone().requires_grad_(true));
+    const at::Tensor joined = at::cat(parts, -1).requires_grad_(true);
+    const at::Tensor expected = grn->forward(joined, context);
+    const at::Tensor actual = grn->forward_concatenated(leaves, context);
+    EXPECT_TRUE(at::allclose(actual, expected, 1e-5, 1e-5)) << "qat " << qat;
+    expected.sum().backward();
+    actual.sum().backward();
+    EXPECT_TRUE(at::allclose(at::cat({leaves[0].grad(), leaves[1].grad(), leaves[2].grad()}, -1), joined.grad(), 1e-5,
+                             1e-5))
+        << "qat " << qat;
+  }
+  GatedResidualNetwork grn(GatedResidualNetworkOptions(8, 4, 2));
+  EXPECT_THROW(grn->forward_concatenated({at::randn({2, 4}), at::randn({2, 3})}), c10::Error);
 }
 
 TEST(GatedResidualNetworkTest, SubmodulesExistOnlyWhenNeeded) {

@@ -7,6 +7,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "qtft/quant/activation_observer.h"
 #include "qtft/quant/qat_settings.h"
@@ -29,6 +30,11 @@ class DenseImpl : public torch::nn::Module {
   DenseImpl(int64_t in_features, int64_t out_features) : DenseImpl(DenseOptions(in_features, out_features)) {}
 
   at::Tensor forward(const at::Tensor& x);
+  // forward(at::cat(parts, -1)) without building the concatenation: one product per part
+  // with its columns of the (fake-quantized) weight, summed, then the output observer as
+  // usual. The selection networks' selector takes every embedded input at once, and the
+  // concatenation and its gradient were the largest activations of a checkpointed step.
+  at::Tensor forward_concatenated(const std::vector<at::Tensor>& parts);
 
   const DenseOptions& options() const { return options_; }
 

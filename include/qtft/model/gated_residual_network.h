@@ -7,6 +7,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "qtft/model/dense.h"
 #include "qtft/model/dropout.h"
@@ -39,6 +40,9 @@ class GatedResidualNetworkImpl : public torch::nn::Module {
   // a: [..., input_size]. context: undefined, or [..., context_size] with the leading
   // dimensions of a, or with fewer (a static [B, C] context broadcasts over a's time axis).
   at::Tensor forward(const at::Tensor& a, const at::Tensor& context = {});
+  // forward(at::cat(parts, -1), context), never holding the concatenation (see
+  // Dense::forward_concatenated).
+  at::Tensor forward_concatenated(const std::vector<at::Tensor>& parts, const at::Tensor& context = {});
 
   const GatedResidualNetworkOptions& options() const { return options_; }
 
@@ -51,6 +55,9 @@ class GatedResidualNetworkImpl : public torch::nn::Module {
   torch::nn::LayerNorm layer_norm{nullptr};
 
  private:
+  // Everything after fc1 and the skip path: context, ELU, fc2, dropout, gate, add & norm.
+  at::Tensor finish(at::Tensor hidden, const at::Tensor& skip, const at::Tensor& context, int64_t input_dim);
+
   GatedResidualNetworkOptions options_;
 };
 TORCH_MODULE(GatedResidualNetwork);

@@ -20,6 +20,7 @@
 #include "qtft/infer/model_io.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/memory/checkpoint_policy.h"
+#include "qtft/train/fused_adam.h"
 #include "qtft/train/train_step.h"
 
 namespace {
@@ -99,7 +100,7 @@ nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::
   auto model = qtft::infer::build_model(options, 1);
   model->set_checkpoint_policy(policy);
   model->train();
-  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
+  qtft::train::FusedAdam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
   qtft::train::TrainOptions train;
   train.batch_size = static_cast<size_t>(c.batch);
   auto batch = qtft::train::first_training_batch(dataset, train);

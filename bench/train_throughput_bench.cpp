@@ -21,6 +21,7 @@
 #include "qtft/eval/quantile_loss.h"
 #include "qtft/infer/model_io.h"
 #include "qtft/io/atomic_file.h"
+#include "qtft/train/fused_adam.h"
 
 #include "bench_configs.h"
 
@@ -38,7 +39,7 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device d
   auto model = qtft::infer::build_model(options, 1);
   model->to(device);
   model->train();
-  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
+  qtft::train::FusedAdam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
   qtft::data::BatchOrder order(dataset.num_windows(qtft::data::Split::Train), static_cast<size_t>(c.batch), 1, true);
   auto indices = order.epoch_order(0);
 

@@ -16,6 +16,7 @@
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/memory/rng_state.h"
 #include "qtft/quant/activation_observer.h"
+#include "qtft/train/fused_adam.h"
 #include "qtft/train/train_step.h"
 
 namespace qtft::train {
@@ -147,8 +148,8 @@ StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed
   model->set_checkpoint_policy(policy);
   model->to(device);
   model->train();
-  torch::optim::Adam adam(model->parameters(),
-                          torch::optim::AdamOptions(train.learning_rate).weight_decay(train.weight_decay));
+  FusedAdam adam(model->parameters(),
+                 torch::optim::AdamOptions(train.learning_rate).weight_decay(train.weight_decay));
   const auto on_device = batch_on(batch, device);
 
   training_step(model, adam, on_device, train.clip_norm, device);

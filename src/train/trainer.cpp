@@ -16,6 +16,7 @@
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/checkpoint_choice.h"
+#include "qtft/train/fused_adam.h"
 #include "qtft/train/step_memory.h"
 #include "qtft/train/train_step.h"
 
@@ -98,7 +99,7 @@ Trainer::Trainer(model::TemporalFusionTransformer model, std::shared_ptr<const d
   if (!dataset_) throw Error("Trainer: no dataset");
   options_.validate();
   model_->to(device_);
-  optimizer_ = std::make_unique<torch::optim::Adam>(
+  optimizer_ = std::make_unique<FusedAdam>(
       model_->parameters(),
       torch::optim::AdamOptions(options_.learning_rate).weight_decay(options_.weight_decay));
   state_.learning_rate = options_.learning_rate;

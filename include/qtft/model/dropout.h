@@ -12,10 +12,11 @@ namespace qtft::model {
 // On the CPU the mask comes from ATen's counter-based Philox engine, keyed by one 64-bit
 // draw from the default CPU generator per call: LibTorch's own dropout draws every element
 // from that generator serially (Mersenne Twister, bernoulli_), which cost 12% of a
-// paper-sized training step and twice that under checkpointing (docs/PERFORMANCE.md). The
-// mask is a function of that draw alone: the same on any number of threads, and the same
-// again whenever the generator is restored (the checkpoint's recompute). Elsewhere (CUDA)
-// this is LibTorch's dropout, whose fused kernel is fast.
+// paper-sized training step and twice that under checkpointing (docs/PERFORMANCE.md). Each
+// element takes 16 random bits, so the keep probability is rounded to a multiple of
+// 1/65536. The mask is a function of that draw alone: the same on any number of threads,
+// and the same again whenever the generator is restored (the checkpoint's recompute).
+// Elsewhere (CUDA) this is LibTorch's dropout, whose fused kernel is fast.
 at::Tensor apply_dropout(const at::Tensor& x, double p, bool training);
 
 // apply_dropout() as a module, for the layers' submodule trees ("dropout", "attention_dropout").

@@ -30,10 +30,10 @@ uint64_t draw_key() {
   return at::check_generator<at::CPUGeneratorImpl>(generator)->random64();
 }
 
-// {0, 1/(1-p)} per element: the factor the input is multiplied by. Each element takes 16
-// random bits (a Philox round gives 128, eight elements), so the keep probability is
-// rounded to a multiple of 1/65536 (0.9 keeps with 0.899994); the 10-round Philox is the
-// costly part, and 32 bits per element took twice as long.
+// {0, 1/(1-p)} per element: the factor the input is multiplied by. The 10-round Philox is
+// the costly part, so each of its 32-bit numbers serves two elements, 16 bits each (one
+// Philox evaluation, 128 bits, serves eight): the keep probability is rounded to a multiple
+// of 1/65536 (0.9 keeps with probability 0.899994).
 template <typename scalar_t>
 void fill_scaled_mask(scalar_t* mask, int64_t n, double keep, uint64_t key) {
   const auto threshold = static_cast<uint32_t>(std::lround(keep * 65536.0));

@@ -19,7 +19,7 @@ inline constexpr TftConfig kPaperConfig{"paper", 168, 24, 160, 4, 64};
 inline constexpr TftConfig kSmallConfig{"small", 64, 8, 64, 4, 64};
 
 // The bars of `source` (the embedded synthetic bars by default), windowed for `config`.
-inline data::Dataset embedded_dataset(const TftConfig& config, const data::BarSource& source = {}) {
+inline data::Dataset dataset_for(const TftConfig& config, const data::BarSource& source = {}) {
   const auto bars = data::load_bars(source);
   data::DatasetOptions options;
   options.encoder_length = config.encoder;

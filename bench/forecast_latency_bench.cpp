@@ -36,7 +36,7 @@ qtft::data::BarSeries tail(const qtft::data::BarSeries& s, size_t n) {
 
 nlohmann::json measure(const qtft::bench::TftConfig& c, int calls, const std::filesystem::path& dir) {
   const auto bars = qtft::data::generate_synthetic_bars(qtft::data::SyntheticOptions{});
-  auto dataset = qtft::bench::embedded_dataset(c);
+  auto dataset = qtft::bench::dataset_for(c);
   auto options = qtft::infer::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads);
   auto model = qtft::infer::build_model(options, 1);

@@ -25,7 +25,7 @@ namespace {
 using qtft::memory::CheckpointPolicy;
 
 nlohmann::json measure(const qtft::bench::TftConfig& c, int timed_steps, c10::Device device) {
-  auto dataset = qtft::bench::embedded_dataset(c);
+  auto dataset = qtft::bench::dataset_for(c);
   qtft::model::TftOptions options = qtft::infer::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(true);  // observers live: never frozen here
   qtft::train::TrainOptions train;

@@ -94,7 +94,7 @@ nlohmann::json print_table(const char* title, const std::vector<std::pair<std::s
 
 nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::CheckpointPolicy policy, int steps,
                        int top) {
-  auto dataset = qtft::bench::embedded_dataset(c);
+  auto dataset = qtft::bench::dataset_for(c);
   auto options = qtft::infer::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(qat);
   auto model = qtft::infer::build_model(options, 1);

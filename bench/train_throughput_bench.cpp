@@ -33,7 +33,7 @@ void synchronize(c10::Device device) {
 
 nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device device,
                        const qtft::data::BarSource& source) {
-  auto dataset = qtft::bench::embedded_dataset(c, source);
+  auto dataset = qtft::bench::dataset_for(c, source);
   qtft::model::TftOptions options = qtft::infer::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads);
   auto model = qtft::infer::build_model(options, 1);

@@ -17,8 +17,7 @@ at::Tensor DenseImpl::forward(const at::Tensor& x) {
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) == options_.in_features(), "Dense: expected input with ",
               options_.in_features(), " features in the last dimension, got shape ", x.sizes());
   if (!qat_enabled()) return linear(x);
-  auto weight = quant::fake_quantize_weight(linear->weight, weight_bits_);
-  return output_quant(at::linear(x, weight, linear->bias));
+  return output_quant(at::linear(x, weight_in_use(), linear->bias));
 }
 
 at::Tensor DenseImpl::forward_concatenated(const std::vector<at::Tensor>& parts) {
@@ -26,8 +25,7 @@ at::Tensor DenseImpl::forward_concatenated(const std::vector<at::Tensor>& parts)
   for (const at::Tensor& part : parts) width += part.dim() >= 1 ? part.size(-1) : 0;
   TORCH_CHECK(!parts.empty() && width == options_.in_features(), "Dense: expected parts whose last dimensions add up to ",
               options_.in_features(), " features, got ", parts.size(), " parts with ", width);
-  const at::Tensor weight =
-      qat_enabled() ? quant::fake_quantize_weight(linear->weight, weight_bits_) : linear->weight;
+  const at::Tensor weight = weight_in_use();
   at::Tensor out;
   int64_t offset = 0;
   for (const at::Tensor& part : parts) {
@@ -36,6 +34,10 @@ at::Tensor DenseImpl::forward_concatenated(const std::vector<at::Tensor>& parts)
     out = out.defined() ? out + at::linear(part, columns) : at::linear(part, columns, linear->bias);
   }
   return qat_enabled() ? output_quant(out) : out;
+}
+
+at::Tensor DenseImpl::weight_in_use() const {
+  return qat_enabled() ? quant::fake_quantize_weight(linear->weight, weight_bits_) : linear->weight;
 }
 
 void DenseImpl::enable_qat(const quant::QatSettings& settings) {

@@ -2,6 +2,7 @@
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/elu.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 namespace qtft::model {
@@ -33,6 +34,10 @@ at::Tensor GatedResidualNetworkImpl::forward(const at::Tensor& a, const at::Tens
 at::Tensor GatedResidualNetworkImpl::forward_concatenated(const std::vector<at::Tensor>& parts,
                                                           const at::Tensor& context) {
   TORCH_CHECK(!parts.empty(), "GatedResidualNetwork: expected at least one input part");
+  // Without gradient nothing is kept for a backward pass, and one wide product beats one
+  // narrow product per part (forecasting 64 series of the small model: 105-132 ms with the
+  // narrow products, 65-74 ms with the wide one).
+  if (!c10::GradMode::is_enabled()) return forward(at::cat(parts, -1), context);
   const at::Tensor skip = skip_projection ? skip_projection->forward_concatenated(parts) : at::cat(parts, -1);
   return finish(fc1->forward_concatenated(parts), skip, context, parts.front().dim());
 }

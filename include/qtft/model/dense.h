@@ -47,6 +47,9 @@ class DenseImpl : public torch::nn::Module {
   quant::ActivationFakeQuant output_quant{nullptr};
 
  private:
+  // The weight the product uses: fake-quantized per output channel under QAT.
+  at::Tensor weight_in_use() const;
+
   DenseOptions options_;
   int64_t weight_bits_ = 8;
 };

@@ -40,8 +40,9 @@ class GatedResidualNetworkImpl : public torch::nn::Module {
   // a: [..., input_size]. context: undefined, or [..., context_size] with the leading
   // dimensions of a, or with fewer (a static [B, C] context broadcasts over a's time axis).
   at::Tensor forward(const at::Tensor& a, const at::Tensor& context = {});
-  // forward(at::cat(parts, -1), context), never holding the concatenation (see
-  // Dense::forward_concatenated).
+  // forward(at::cat(parts, -1), context), never holding the concatenation when gradient
+  // is on (see Dense::forward_concatenated); without gradient it concatenates, which is
+  // faster and keeps nothing.
   at::Tensor forward_concatenated(const std::vector<at::Tensor>& parts, const at::Tensor& context = {});
 
   const GatedResidualNetworkOptions& options() const { return options_; }

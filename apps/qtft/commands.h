@@ -18,6 +18,7 @@ void add_predict_command(CLI::App& app);
 void add_forecast_command(CLI::App& app);
 void add_explain_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
+void add_export_int8_command(CLI::App& app);
 void add_memory_report_command(CLI::App& app);
 
 }  // namespace qtft::cli

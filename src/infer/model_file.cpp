@@ -13,6 +13,7 @@
 #include "qtft/common/format.h"
 #include "qtft/data/dataset.h"
 #include "qtft/data/feature_spec_json.h"
+#include "qtft/infer/int8_file.h"
 #include "qtft/io/tensor_file.h"
 #include "qtft/quant/observers.h"
 
@@ -80,6 +81,8 @@ std::string as_field_message(const std::string& message) {
 }  // namespace
 
 void save_model_file(const std::filesystem::path& path, const ModelFile& file) {
+  // Saving its float values as a model file would let them be trained off the int8 grid.
+  if (file.int8_weights) throw Error(path.string() + ": an int8 model is saved only by qtft export-int8");
   io::TensorFile out;
   append_prefixed(out, kModelPrefix, file.weights);
   out.metadata["qtft.format"] = kFormat;
@@ -162,9 +165,12 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
 ModelFile load_model_file(const std::filesystem::path& path) {
   const std::string source = path.string();
   auto in = io::load_tensor_file(path);
-  if (metadata(in, "qtft.format", source) != kFormat) {
-    throw Error(source + ": unsupported model format '" + in.metadata["qtft.format"] + "' (expected " + kFormat + ")");
+  const std::string format = metadata(in, "qtft.format", source);
+  if (format != kFormat && format != kInt8Format) {
+    throw Error(source + ": unsupported model format '" + format + "' (expected " + kFormat + " or " + kInt8Format + ")");
   }
+  const bool int8 = format == kInt8Format;
+  const int64_t int8_bits = int8 ? dequantize_int8_tensors(in, source) : 0;
   auto parsed = [&](const char* key, auto parse) {
     try {
       return parse(parse_metadata(in, key, source));
@@ -177,6 +183,15 @@ ModelFile load_model_file(const std::filesystem::path& path) {
                  parsed("qtft.features", data::feature_spec_from_json),
                  parsed("qtft.dataset", data::dataset_options_from_json), take_prefixed(in, kModelPrefix),
                  std::nullopt};
+  if (int8) {
+    if (!file.options.use_qat() || file.options.weight_bits() != int8_bits) {
+      throw Error(source + ": qtft.config (use_qat " + std::string(file.options.use_qat() ? "true" : "false") +
+                  ", weight_bits " + std::to_string(file.options.weight_bits()) + ") does not describe its " +
+                  std::to_string(int8_bits) + "-bit int8 weights");
+    }
+    if (in.metadata.count("qtft.training")) throw Error(source + ": an int8 export cannot hold a training state");
+    file.int8_weights = true;
+  }
   if (in.metadata.count("qtft.training")) {
     auto json = parse_metadata(in, "qtft.training", source);
     TrainingState s;

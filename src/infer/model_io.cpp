@@ -35,12 +35,16 @@ LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Devi
   // The initial weights are overwritten; building them draws from a stream of its own.
   auto model = build_model(file.options, 0);
   copy_weights_into(*model, file.weights, source);
+  if (file.int8_weights) model->set_weights_prequantized(true);
   model->to(device);
   return {std::move(file), std::move(model)};
 }
 
 void convert_to_qat(LoadedModel& loaded, int64_t weight_bits, int64_t activation_bits, c10::Device device) {
   auto& options = loaded.file.options;
+  if (loaded.file.int8_weights) {
+    throw Error("an int8 export is quantized already; quantize the model it was exported from");
+  }
   if (options.use_qat() && options.weight_bits() == weight_bits && options.activation_bits() == activation_bits) return;
   // A QAT model at other bit widths keeps its weights but starts with fresh observers.
   NamedTensors weights;

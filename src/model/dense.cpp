@@ -37,7 +37,8 @@ at::Tensor DenseImpl::forward_concatenated(const std::vector<at::Tensor>& parts)
 }
 
 at::Tensor DenseImpl::weight_in_use() const {
-  return qat_enabled() ? quant::fake_quantize_weight(linear->weight, weight_bits_) : linear->weight;
+  return qat_enabled() && !weight_prequantized_ ? quant::fake_quantize_weight(linear->weight, weight_bits_)
+                                                : linear->weight;
 }
 
 void DenseImpl::enable_qat(const quant::QatSettings& settings) {

@@ -101,9 +101,32 @@ void TemporalFusionTransformerImpl::set_checkpoint_policy(memory::CheckpointPoli
   checkpoint_policy_ = policy;
 }
 
+std::vector<std::string> TemporalFusionTransformerImpl::per_channel_quantized_weights() const {
+  std::vector<std::string> names;
+  if (!options_.use_qat()) return names;
+  for (const auto& item : named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    if (item.value()->as<DenseImpl>() != nullptr) names.push_back(item.key() + ".linear.weight");
+  }
+  names.push_back("symbol_embedding.weight");
+  for (const auto& [prefix, lstm] : {std::pair{"lstm_encoder.", lstm_encoder}, std::pair{"lstm_decoder.", lstm_decoder}}) {
+    for (const auto& p : lstm->named_parameters()) {
+      if (p.value().dim() == 2) names.push_back(prefix + p.key());  // weight_ih_l*, weight_hh_l*
+    }
+  }
+  return names;
+}
+
+void TemporalFusionTransformerImpl::set_weights_prequantized(bool prequantized) {
+  weights_prequantized_ = prequantized;
+  for (const auto& module : modules(/*include_self=*/false)) {
+    if (auto* dense = module->as<DenseImpl>()) dense->set_weight_prequantized(prequantized);
+  }
+}
+
 at::Tensor TemporalFusionTransformerImpl::embed_symbol(const at::Tensor& symbol) {
   if (!options_.use_qat()) return symbol_embedding(symbol);
-  auto table = quant::fake_quantize_weight(symbol_embedding->weight, options_.weight_bits());
+  const at::Tensor& weight = symbol_embedding->weight;
+  auto table = weights_prequantized_ ? weight : quant::fake_quantize_weight(weight, options_.weight_bits());
   return symbol_embedding_output_quant(at::embedding(table, symbol));
 }
 
@@ -113,7 +136,8 @@ std::vector<at::Tensor> TemporalFusionTransformerImpl::lstm_weights(torch::nn::L
   // int8 backends keep them in 32 bits.
   std::vector<at::Tensor> weights;
   for (const auto& w : lstm->all_weights()) {
-    weights.push_back(options_.use_qat() && w.dim() == 2 ? quant::fake_quantize_weight(w, options_.weight_bits()) : w);
+    const bool quantize = options_.use_qat() && w.dim() == 2 && !weights_prequantized_;
+    weights.push_back(quantize ? quant::fake_quantize_weight(w, options_.weight_bits()) : w);
   }
   return weights;
 }

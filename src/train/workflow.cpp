@@ -71,6 +71,10 @@ PreparedTraining prepare_training(const data::BarSet& bars, TrainingSetup setup,
     loaded = setup.model_file
                  ? infer::model_from_file(std::move(*setup.model_file), setup.load_model.string(), setup.device)
                  : infer::load_model(setup.load_model, setup.device);
+    if (loaded->file.int8_weights) {
+      throw Error(setup.load_model.string() + ": an int8 export serves forecasts and cannot be trained; train the QAT "
+                  "model it was exported from");
+    }
     events.model_loaded(setup.load_model);
     if (setup.resume) {
       if (!loaded->file.training) throw Error(setup.load_model.string() + ": holds no training state to --resume from");

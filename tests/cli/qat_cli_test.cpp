@@ -100,6 +100,33 @@ TEST_F(QatCli, QuantizeCalibratesAndFreezesAnFp32Model) {
   }
 }
 
+TEST_F(QatCli, ExportInt8GivesAFileThatEvaluatesAndForecastsAsTheQatModelDoes) {
+  auto qat = dir_.file("qat.safetensors"), int8 = dir_.file("model.int8.safetensors");
+  train("--use-qat --qat-calibration-batches 2 --epochs 1 --save-model " + qat + kSmall);
+  auto run = run_qtft(dir_, "export-int8 --load-model " + qat + " --output " + int8);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("as 8-bit integers"));
+  EXPECT_THAT(run.out, HasSubstr("Saved " + int8));
+
+  auto metrics = [&](const std::string& model) {
+    auto json_path = dir_.file("metrics.json");
+    auto r = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --metrics-json " + json_path);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(test::read_text(json_path));
+  };
+  EXPECT_EQ(metrics(int8)["model"], metrics(qat)["model"]);
+  auto forecast = [&](const std::string& model) {
+    auto r = run_qtft(dir_, "forecast --json --load-model " + model + " --parquet-file " + data_);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  EXPECT_EQ(forecast(int8), forecast(qat));
+
+  run = run_qtft(dir_, "train --parquet-file " + data_ + " --use-qat --load-model " + int8 + kSmall);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr(int8 + ": an int8 export serves forecasts and cannot be trained"));
+}
+
 TEST_F(QatCli, CompareAccuracyReportsAllFourModels) {
   auto json_path = dir_.file("compare.json");
   auto run = train("--compare-accuracy --epochs 2 --qat-calibration-batches 2 --metrics-json " + json_path + kSmall);

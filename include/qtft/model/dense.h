@@ -42,6 +42,11 @@ class DenseImpl : public torch::nn::Module {
   // an observer registered as "output_quant" (so it is saved with the model).
   void enable_qat(const quant::QatSettings& settings);
   bool qat_enabled() const { return !output_quant.is_empty(); }
+  // The weight already holds what QAT's fake quantization makes of it (an int8 file's
+  // integers times their scales), so products use it as it is instead of quantizing it
+  // again on every call. Quantizing those values again would not even give them back
+  // bitwise: the scale would be recomputed from them. For inference only.
+  void set_weight_prequantized(bool prequantized) { weight_prequantized_ = prequantized; }
 
   torch::nn::Linear linear{nullptr};
   quant::ActivationFakeQuant output_quant{nullptr};
@@ -52,6 +57,7 @@ class DenseImpl : public torch::nn::Module {
 
   DenseOptions options_;
   int64_t weight_bits_ = 8;
+  bool weight_prequantized_ = false;
 };
 TORCH_MODULE(Dense);
 

@@ -7,13 +7,14 @@
 #include <torch/nn/modules/rnn.h>
 #include <torch/nn/pimpl.h>
 
+#include <string>
+#include <vector>
+
+#include "qtft/memory/checkpoint_policy.h"
 #include "qtft/model/gated_linear_unit.h"
 #include "qtft/model/gated_residual_network.h"
 #include "qtft/model/interpretable_attention.h"
 #include "qtft/model/quantile_output.h"
-#include <vector>
-
-#include "qtft/memory/checkpoint_policy.h"
 #include "qtft/model/tft_options.h"
 #include "qtft/model/variable_selection_network.h"
 #include "qtft/quant/activation_observer.h"
@@ -59,6 +60,15 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
   void set_checkpoint_policy(memory::CheckpointPolicy policy);
   memory::CheckpointPolicy checkpoint_policy() const { return checkpoint_policy_; }
 
+  // The parameters that QAT fake-quantizes per output channel, by module path: every Dense
+  // weight, the symbol embedding table and the LSTMs' input and recurrent matrices. What
+  // an int8 export stores as integers; empty without use_qat.
+  std::vector<std::string> per_channel_quantized_weights() const;
+  // Those weights already hold their quantized values (DenseImpl::set_weight_prequantized),
+  // as a model loaded from an int8 file does: used as they are, not quantized per call.
+  void set_weights_prequantized(bool prequantized);
+  bool weights_prequantized() const { return weights_prequantized_; }
+
   torch::nn::ModuleList observed_embeddings{nullptr};
   torch::nn::ModuleList known_embeddings{nullptr};
   torch::nn::Embedding symbol_embedding{nullptr};
@@ -97,6 +107,7 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
 
   TftOptions options_;
   memory::CheckpointPolicy checkpoint_policy_ = memory::CheckpointPolicy::None;
+  bool weights_prequantized_ = false;
 };
 TORCH_MODULE(TemporalFusionTransformer);
 

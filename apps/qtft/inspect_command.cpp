@@ -91,7 +91,9 @@ void add_inspect_command(CLI::App& app) {
       std::cout.flush();
       auto loaded = infer::load_model(*path, c10::Device(c10::kCPU));
       std::cout << "\nqtft model: configuration, features and weights are consistent ("
-                << (loaded.file.options.use_qat() ? "QAT" : "FP32") << ", "
+                << (loaded.file.int8_weights ? "int8 export of a QAT model"
+                                             : loaded.file.options.use_qat() ? "QAT" : "FP32")
+                << ", "
                 << infer::count_parameters(*loaded.model) << " parameters)\n";
     }
   });

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "qtft/common/error.h"
+#include "qtft/common/format.h"
 #include "qtft/data/feature_spec_json.h"
 #include "qtft/infer/model_io.h"
 #include "qtft/io/tensor_file.h"
@@ -47,12 +48,6 @@ at::Tensor unpack_int4(const at::Tensor& packed) {
   const at::Tensor low = sign_extend(at::bitwise_and(bytes, 0xF));
   const at::Tensor high = sign_extend(at::bitwise_right_shift(bytes, 4));
   return at::stack({low, high}, -1).reshape({packed.size(0), packed.size(1) * 2});
-}
-
-std::string shape_text(at::IntArrayRef shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
 }
 
 void check_calibrated(torch::nn::Module& model, const std::string& source) {
@@ -154,8 +149,8 @@ int64_t dequantize_int8_tensors(io::TensorFile& file, const std::string& source)
     const at::Tensor t = it->second;
     int8.erase(it);
     if (t.scalar_type() != dtype || t.sizes() != shape) {
-      fail("tensor " + key + " is " + std::string(c10::toString(t.scalar_type())) + " " + shape_text(t.sizes()) +
-           ", expected " + c10::toString(dtype) + " " + shape_text(shape));
+      fail("tensor " + key + " is " + std::string(c10::toString(t.scalar_type())) + " " + format_shape(t.sizes().vec()) +
+           ", expected " + c10::toString(dtype) + " " + format_shape(shape.vec()));
     }
     return t;
   };

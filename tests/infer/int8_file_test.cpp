@@ -161,6 +161,19 @@ TEST_F(MalformedInt8File, ValueOutsideTheWeightRange) {
                  "tensor " + weight_ + " holds values outside [-127, 127]");
 }
 
+TEST(Int8File, FourBitNibbleOfMinusEightIsRefused) {
+  auto e = export_tiny(4);
+  auto file = io::load_tensor_file(e->int8_path);
+  const std::string weight = "int8.positionwise_grn.fc2.linear.weight";
+  for (auto& [name, t] : file.tensors) {
+    if (name == weight) t.view(-1)[0] = 0x08;  // low nibble 1000: -8, outside -7..7
+  }
+  const auto path = e->dir.file("bad4.int8.safetensors");
+  io::save_tensor_file(path, file);
+  EXPECT_THAT([&] { load_model_file(path); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("tensor " + weight + " holds values outside [-7, 7]")));
+}
+
 TEST_F(MalformedInt8File, NonPositiveScale) {
   expect_refused([&](io::TensorFile& f) { tensor(f, weight_ + ".scale")[0] = 0.0f; },
                  "tensor " + weight_ + ".scale holds a scale that is not a finite positive number");

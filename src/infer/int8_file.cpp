@@ -18,7 +18,6 @@
 
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
-#include "qtft/data/feature_spec_json.h"
 #include "qtft/infer/model_io.h"
 #include "qtft/io/tensor_file.h"
 #include "qtft/quant/observers.h"
@@ -85,15 +84,12 @@ Int8ExportSummary export_int8_file(const ModelFile& qat_model, const std::string
   const std::set<std::string> quantized_names(quantized.begin(), quantized.end());
 
   io::TensorFile out;
-  out.metadata["qtft.format"] = kInt8Format;
-  out.metadata["qtft.config"] = model::to_json(qat_model.options).dump();
-  out.metadata["qtft.features"] = data::to_json(qat_model.features).dump();
-  out.metadata["qtft.dataset"] = data::to_json(qat_model.dataset).dump();
+  out.metadata = model_file_metadata(qat_model, kInt8Format);
   nlohmann::json shapes = nlohmann::json::object();
   Int8ExportSummary summary;
   for (const auto& [name, weight] : named_weights(model)) {
     if (!quantized_names.count(name)) {
-      out.tensors.emplace_back("model." + name, weight);
+      out.tensors.emplace_back(kModelWeightPrefix + name, weight);
       summary.float_values += weight.numel();
       continue;
     }
@@ -178,7 +174,7 @@ int64_t dequantize_int8_tensors(io::TensorFile& file, const std::string& source)
     if (take(key + ".zero_point", at::kChar, {rows}).ne(0).any().item<bool>()) {
       fail("tensor " + key + ".zero_point is not all 0 (the weights are quantized symmetrically)");
     }
-    kept.emplace_back("model." + name, values.to(at::kFloat) * scales.unsqueeze(1));
+    kept.emplace_back(kModelWeightPrefix + name, values.to(at::kFloat) * scales.unsqueeze(1));
   }
   if (!int8.empty()) fail("tensor " + int8.begin()->first + " is not listed in qtft.int8");
   file.tensors = std::move(kept);

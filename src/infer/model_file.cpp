@@ -21,7 +21,6 @@ namespace qtft::infer {
 namespace {
 
 constexpr const char* kFormat = "qtft-model-1";
-constexpr const char* kModelPrefix = "model.";
 constexpr const char* kResumePrefix = "resume.";
 
 void append_prefixed(io::TensorFile& out, const std::string& prefix, const NamedTensors& tensors) {
@@ -80,15 +79,19 @@ std::string as_field_message(const std::string& message) {
 
 }  // namespace
 
+std::map<std::string, std::string> model_file_metadata(const ModelFile& file, const std::string& format) {
+  return {{"qtft.format", format},
+          {"qtft.config", model::to_json(file.options).dump()},
+          {"qtft.features", data::to_json(file.features).dump()},
+          {"qtft.dataset", data::to_json(file.dataset).dump()}};
+}
+
 void save_model_file(const std::filesystem::path& path, const ModelFile& file) {
   // Saving its float values as a model file would let them be trained off the int8 grid.
   if (file.int8_weights) throw Error(path.string() + ": an int8 model is saved only by qtft export-int8");
   io::TensorFile out;
-  append_prefixed(out, kModelPrefix, file.weights);
-  out.metadata["qtft.format"] = kFormat;
-  out.metadata["qtft.config"] = model::to_json(file.options).dump();
-  out.metadata["qtft.features"] = data::to_json(file.features).dump();
-  out.metadata["qtft.dataset"] = data::to_json(file.dataset).dump();
+  append_prefixed(out, kModelWeightPrefix, file.weights);
+  out.metadata = model_file_metadata(file, kFormat);
   if (file.training) {
     const auto& s = *file.training;
     // infinity is not JSON: an unset best loss is written as null.
@@ -181,7 +184,7 @@ ModelFile load_model_file(const std::filesystem::path& path) {
   };
   ModelFile file{parsed("qtft.config", model::tft_options_from_json),
                  parsed("qtft.features", data::feature_spec_from_json),
-                 parsed("qtft.dataset", data::dataset_options_from_json), take_prefixed(in, kModelPrefix),
+                 parsed("qtft.dataset", data::dataset_options_from_json), take_prefixed(in, kModelWeightPrefix),
                  std::nullopt};
   if (int8) {
     if (!file.options.use_qat() || file.options.weight_bits() != int8_bits) {

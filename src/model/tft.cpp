@@ -29,6 +29,13 @@ torch::nn::LSTMOptions lstm_options(const TftOptions& o) {
       .dropout(o.lstm_layers() > 1 ? o.dropout() : 0.0);
 }
 
+// A per-channel quantized weight as the model multiplies by it: fake-quantized under QAT,
+// unless it holds its quantized values already (an int8 file's); the Dense layers decide
+// the same way for theirs (DenseImpl::weight_in_use).
+at::Tensor weight_in_use(const at::Tensor& weight, const TftOptions& o, bool prequantized) {
+  return o.use_qat() && !prequantized ? quant::fake_quantize_weight(weight, o.weight_bits()) : weight;
+}
+
 torch::nn::ModuleList real_embeddings(int64_t count, int64_t hidden_size) {
   torch::nn::ModuleList list;
   for (int64_t i = 0; i < count; ++i) list->push_back(Dense(1, hidden_size));
@@ -125,9 +132,7 @@ void TemporalFusionTransformerImpl::set_weights_prequantized(bool prequantized) 
 
 at::Tensor TemporalFusionTransformerImpl::embed_symbol(const at::Tensor& symbol) {
   if (!options_.use_qat()) return symbol_embedding(symbol);
-  const at::Tensor& weight = symbol_embedding->weight;
-  auto table = weights_prequantized_ ? weight : quant::fake_quantize_weight(weight, options_.weight_bits());
-  return symbol_embedding_output_quant(at::embedding(table, symbol));
+  return symbol_embedding_output_quant(at::embedding(weight_in_use(symbol_embedding->weight, options_, weights_prequantized_), symbol));
 }
 
 std::vector<at::Tensor> TemporalFusionTransformerImpl::lstm_weights(torch::nn::LSTM& lstm) {
@@ -136,8 +141,7 @@ std::vector<at::Tensor> TemporalFusionTransformerImpl::lstm_weights(torch::nn::L
   // int8 backends keep them in 32 bits.
   std::vector<at::Tensor> weights;
   for (const auto& w : lstm->all_weights()) {
-    const bool quantize = options_.use_qat() && w.dim() == 2 && !weights_prequantized_;
-    weights.push_back(quantize ? quant::fake_quantize_weight(w, options_.weight_bits()) : w);
+    weights.push_back(w.dim() == 2 ? weight_in_use(w, options_, weights_prequantized_) : w);
   }
   return weights;
 }

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -62,6 +63,13 @@ struct ModelFile {
 };
 
 void save_model_file(const std::filesystem::path& path, const ModelFile& file);
+
+// Where a file's weights live: "model.<module path>".
+inline constexpr const char* kModelWeightPrefix = "model.";
+// The metadata every qtft model file carries, int8 exports included: qtft.format as given,
+// and the configuration, features and dataset options as JSON (qtft.config, qtft.features,
+// qtft.dataset).
+std::map<std::string, std::string> model_file_metadata(const ModelFile& file, const std::string& format);
 // Reads and validates (validate_model_file) a model file; throws qtft::Error naming the
 // file and the field at fault.
 ModelFile load_model_file(const std::filesystem::path& path);

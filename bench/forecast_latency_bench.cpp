@@ -1,7 +1,8 @@
 // Serving latency of qtft::infer::Forecaster: one series per call (batch 1; median and
 // 99th percentile) and 64 series per call (throughput), for the TFT paper's configuration
-// and a small one, measured in the same run. The model has random weights (latency does
-// not depend on them) and is saved and loaded like a trained one. Prints a table and JSON.
+// and a small one, each as an FP32 model, a QAT model and its int8 export, measured in the
+// same run. The models have random weights (latency does not depend on them) and are saved
+// and loaded like trained ones. Prints a table and JSON.
 //   build/bench/forecast_latency_bench [--calls 200] [--threads 1] [--json out.json]
 #include <ATen/Parallel.h>
 
@@ -15,9 +16,11 @@
 
 #include "bench_configs.h"
 #include "qtft/infer/forecaster.h"
+#include "qtft/infer/int8_file.h"
 #include "qtft/infer/model_file.h"
 #include "qtft/infer/model_io.h"
 #include "qtft/io/atomic_file.h"
+#include "qtft/train/calibration.h"
 
 namespace {
 
@@ -34,15 +37,42 @@ qtft::data::BarSeries tail(const qtft::data::BarSeries& s, size_t n) {
   return qtft::data::slice_bars(s, s.size() - n, s.size());
 }
 
-nlohmann::json measure(const qtft::bench::TftConfig& c, int calls, const std::filesystem::path& dir) {
-  const auto bars = qtft::data::generate_synthetic_bars(qtft::data::SyntheticOptions{});
-  auto dataset = qtft::bench::dataset_for(c);
+// The model a row measures: FP32; QAT, whose weights are fake-quantized on every call; or
+// the int8 export of that QAT model, whose weights were quantized once, at export (its
+// products are still float products of the dequantized weights).
+enum class Variant { Fp32, Qat, Int8File };
+constexpr Variant kVariants[] = {Variant::Fp32, Variant::Qat, Variant::Int8File};
+
+const char* variant_name(Variant v) {
+  switch (v) {
+    case Variant::Fp32: return "fp32";
+    case Variant::Qat: return "qat";
+    case Variant::Int8File: return "int8-file";
+  }
+  return "?";
+}
+
+// Saves the model of `variant` for configuration `c` and returns its path. QAT observers are
+// calibrated on two batches, as an export requires.
+std::filesystem::path save_model(const qtft::bench::TftConfig& c, Variant variant, const qtft::data::Dataset& dataset,
+                                 const std::filesystem::path& dir) {
   auto options = qtft::infer::model_options_for(dataset);
-  options.hidden_size(c.hidden).attention_heads(c.heads);
+  options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(variant != Variant::Fp32);
   auto model = qtft::infer::build_model(options, 1);
-  const auto path = dir / (std::string(c.name) + ".safetensors");
+  if (variant != Variant::Fp32) qtft::train::calibrate_observers(model, dataset, 2, 64, 1, c10::Device(c10::kCPU));
+  const auto path = dir / (std::string(c.name) + "-" + variant_name(variant) + ".safetensors");
   qtft::infer::save_model_file(path, {options, dataset.spec(), dataset.options(), qtft::infer::named_weights(*model),
                                       std::nullopt});
+  if (variant != Variant::Int8File) return path;
+  const auto int8_path = dir / (std::string(c.name) + ".int8.safetensors");
+  qtft::infer::export_int8_file(qtft::infer::load_model_file(path), path.string(), int8_path);
+  return int8_path;
+}
+
+nlohmann::json measure(const qtft::bench::TftConfig& c, Variant variant, int calls, const std::filesystem::path& dir) {
+  const auto bars = qtft::data::generate_synthetic_bars(qtft::data::SyntheticOptions{});
+  const auto dataset = qtft::bench::dataset_for(c);
+  const auto path = save_model(c, variant, dataset, dir);
   auto forecaster = qtft::infer::Forecaster::load(path);
   const auto need = static_cast<size_t>(forecaster.min_bars());
   const auto one = tail(bars.series[0], need + 100);
@@ -66,11 +96,12 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int calls, const std::fi
   for (int i = 0; i < batch_calls; ++i) forecaster.forecast(many);
   const double batch_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count() / batch_calls;
   return {{"config", c.name},
+          {"model", variant_name(variant)},
           {"encoder_length", c.encoder},
           {"horizon", c.horizon},
           {"hidden_size", c.hidden},
           {"attention_heads", c.heads},
-          {"parameters", qtft::infer::count_parameters(*model)},
+          {"file_bytes", std::filesystem::file_size(path)},
           {"calls", calls},
           {"single_median_ms", percentile(single, 0.5)},
           {"single_p99_ms", percentile(single, 0.99)},
@@ -82,7 +113,7 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int calls, const std::fi
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Forecaster latency and throughput (FP32)"};
+  CLI::App app{"Forecaster latency and throughput: FP32, QAT and int8 files"};
   int calls = 200, threads = 1;
   std::string json_path;
   app.add_option("--calls", calls, "Timed single-series calls per configuration")->capture_default_str();
@@ -97,21 +128,24 @@ int main(int argc, char** argv) {
   const auto dir = std::filesystem::temp_directory_path() / ("qtft-forecast-bench-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
 
-  std::printf("FP32 Forecaster on the CPU, %d threads, %d single-series calls per configuration\n",
+  std::printf("Forecaster on the CPU, %d threads, %d single-series calls per configuration and model\n",
               at::get_num_threads(), calls);
-  std::printf("%-6s %7s %7s %6s %10s %12s %10s %12s %14s\n", "config", "encoder", "horizon", "hidden", "params",
-              "median_ms", "p99_ms", "batch64_ms", "series/s (64)");
+  std::printf("%-6s %-10s %7s %7s %6s %10s %12s %10s %12s %14s\n", "config", "model", "encoder", "horizon", "hidden",
+              "file_KiB", "median_ms", "p99_ms", "batch64_ms", "series/s (64)");
   nlohmann::json results = nlohmann::json::array();
   for (const auto& c : {qtft::bench::kSmallConfig, qtft::bench::kPaperConfig}) {
-    auto r = measure(c, calls, dir);
-    std::printf("%-6s %7lld %7lld %6lld %10lld %12.2f %10.2f %12.1f %14.0f\n", c.name,
-                static_cast<long long>(c.encoder), static_cast<long long>(c.horizon), static_cast<long long>(c.hidden),
-                r["parameters"].get<long long>(), r["single_median_ms"].get<double>(), r["single_p99_ms"].get<double>(),
-                r["batch_ms"].get<double>(), r["batch_series_per_second"].get<double>());
-    results.push_back(r);
+    for (const Variant v : kVariants) {
+      auto r = measure(c, v, calls, dir);
+      std::printf("%-6s %-10s %7lld %7lld %6lld %10.0f %12.2f %10.2f %12.1f %14.0f\n", c.name, variant_name(v),
+                  static_cast<long long>(c.encoder), static_cast<long long>(c.horizon),
+                  static_cast<long long>(c.hidden), r["file_bytes"].get<double>() / 1024.0,
+                  r["single_median_ms"].get<double>(), r["single_p99_ms"].get<double>(), r["batch_ms"].get<double>(),
+                  r["batch_series_per_second"].get<double>());
+      results.push_back(r);
+    }
   }
   std::filesystem::remove_all(dir);
-  nlohmann::json j{{"kind", "fp32"}, {"device", "cpu"}, {"threads", at::get_num_threads()}, {"results", results}};
+  nlohmann::json j{{"device", "cpu"}, {"threads", at::get_num_threads()}, {"results", results}};
   std::printf("%s\n", j.dump().c_str());
   if (!json_path.empty()) qtft::io::write_file_atomically(json_path, j.dump(2) + "\n");
   return 0;

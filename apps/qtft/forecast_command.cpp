@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "data_flags.h"
+#include "model_run.h"
 #include "qtft/common/error.h"
 #include "qtft/infer/forecast_report.h"
 #include "qtft/infer/forecaster.h"
@@ -20,7 +21,7 @@ void add_forecast_command(CLI::App& app) {
   struct Flags {
     DataFlags data;
     RuntimeFlags runtime;
-    std::string load_model, output;
+    std::string load_model, output, int8_kernels = "integer";
     bool json = false;
   };
   auto flags = std::make_shared<Flags>();
@@ -34,6 +35,7 @@ void add_forecast_command(CLI::App& app) {
       ->check(writable_file());
   cmd->add_flag("--json", flags->json, "Print the forecasts as JSON instead of a table");
   add_runtime_flags(*cmd, flags->runtime);
+  add_int8_kernels_flag(*cmd, flags->int8_kernels);
   cmd->callback([flags] {
     auto& f = *flags;
     if (!f.output.empty() && !f.output.ends_with(".csv") && !f.output.ends_with(".parquet")) {
@@ -42,7 +44,8 @@ void add_forecast_command(CLI::App& app) {
     if (f.data.source.uses_embedded_data()) throw UsageError("forecast needs --parquet-file or --csv-file (the recent bars)");
     finish_data_flags(f.data);
     f.runtime.apply();
-    auto forecaster = infer::Forecaster::load(f.load_model, {f.runtime.device});
+    auto forecaster = infer::Forecaster::load(f.load_model, {f.runtime.device, f.int8_kernels});
+    if (!forecaster.int8_kernels().empty()) std::fprintf(stderr, "%s: %s\n", f.load_model.c_str(), forecaster.int8_kernels().c_str());
     auto bars = data::load_bars(f.data.source);
     auto forecasts = forecaster.forecast(bars.series);
     if (!f.output.empty()) {

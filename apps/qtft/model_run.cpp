@@ -15,6 +15,15 @@ void add_model_run_flags(CLI::App& cmd, ModelRunFlags& f) {
       ->capture_default_str();
   cmd.add_option("--batch-size", f.batch_size, "Windows per forward pass")->capture_default_str();
   add_runtime_flags(cmd, f.runtime);
+  add_int8_kernels_flag(cmd, f.int8_kernels);
+}
+
+void add_int8_kernels_flag(CLI::App& cmd, std::string& kernels) {
+  cmd.add_option("--int8-kernels", kernels,
+                 "For int8 files: integer (integer products wherever they are exact) or dequantized (float products, "
+                 "bitwise the QAT model's)")
+      ->check(CLI::IsMember({"integer", "dequantized"}))
+      ->capture_default_str();
 }
 
 ModelRun open_model_run(ModelRunFlags& f) {
@@ -22,7 +31,10 @@ ModelRun open_model_run(ModelRunFlags& f) {
   f.runtime.apply();
   if (f.batch_size == 0) throw UsageError("--batch-size must be at least 1");
   auto device = infer::resolve_device(f.runtime.device);
-  auto loaded = infer::load_model(f.load_model, device);
+  auto loaded = infer::load_model(f.load_model, device, infer::parse_int8_kernels(f.int8_kernels, "--int8-kernels"));
+  if (const std::string kernels = infer::describe_int8_kernels(loaded); !kernels.empty()) {
+    std::cerr << f.load_model << ": " << kernels << "\n";
+  }
   if (f.data.source.uses_embedded_data()) {
     std::cerr << "No --parquet-file or --csv-file given: using the " << data::describe_source(f.data.source) << "\n";
   }

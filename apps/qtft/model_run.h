@@ -21,9 +21,12 @@ struct ModelRunFlags {
   std::string load_model;
   std::string split = "test";
   size_t batch_size = 512;
+  std::string int8_kernels = "integer";
 };
 
 void add_model_run_flags(CLI::App& cmd, ModelRunFlags& flags);
+// --int8-kernels, for commands that load int8 files.
+void add_int8_kernels_flag(CLI::App& cmd, std::string& kernels);
 
 // A saved model and the bars windowed exactly as when it was trained.
 struct ModelRun {

@@ -19,6 +19,7 @@ struct Forecaster::State {
   ModelFile file;  // configuration, feature spec and windows; the weights live in the model
   model::TemporalFusionTransformer model;
   c10::Device device;
+  std::string int8_kernels;
 };
 
 namespace {
@@ -102,12 +103,13 @@ PreparedSeries prepare(const Forecaster::State& st, const data::BarSeries& recen
 
 Forecaster Forecaster::load(const std::filesystem::path& path, const ForecasterOptions& options) {
   const c10::Device device = resolve_device(options.device);
-  auto loaded = load_model(path, device);
+  auto loaded = load_model(path, device, parse_int8_kernels(options.int8_kernels, "int8_kernels"));
+  const std::string kernels = describe_int8_kernels(loaded);
   loaded.model->eval();
   loaded.model->set_checkpoint_policy(memory::CheckpointPolicy::None);
   loaded.file.weights.clear();  // the model holds them; a second copy would double the memory
   loaded.file.training.reset();
-  return Forecaster(std::make_shared<const State>(State{path.string(), std::move(loaded.file), loaded.model, device}));
+  return Forecaster(std::make_shared<const State>(State{path.string(), std::move(loaded.file), loaded.model, device, kernels}));
 }
 
 Forecast Forecaster::forecast(const data::BarSeries& recent, std::span<const int64_t> future_timestamps_ns) const {
@@ -185,7 +187,11 @@ int64_t Forecaster::horizon() const { return state_->file.dataset.horizon; }
 int64_t Forecaster::min_bars() const { return encoder_length() + 1; }
 const std::vector<double>& Forecaster::quantiles() const { return state_->file.options.quantiles(); }
 const std::vector<std::string>& Forecaster::symbols() const { return state_->file.features.symbols; }
-std::string Forecaster::kind() const { return state_->file.options.use_qat() ? "qat" : "fp32"; }
+std::string Forecaster::kind() const {
+  if (state_->file.int8_weights) return "int8";
+  return state_->file.options.use_qat() ? "qat" : "fp32";
+}
 std::string Forecaster::source() const { return state_->source; }
+std::string Forecaster::int8_kernels() const { return state_->int8_kernels; }
 
 }  // namespace qtft::infer

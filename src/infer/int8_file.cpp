@@ -115,7 +115,7 @@ Int8ExportSummary export_int8_file(const ModelFile& qat_model, const std::string
   return summary;
 }
 
-int64_t dequantize_int8_tensors(io::TensorFile& file, const std::string& source) {
+Int8Weights dequantize_int8_tensors(io::TensorFile& file, const std::string& source) {
   auto fail = [&](const std::string& what) { throw Error(source + ": " + what); };
   const auto meta = file.metadata.find("qtft.int8");
   if (meta == file.metadata.end()) fail("an int8 export without its 'qtft.int8' metadata");
@@ -125,7 +125,8 @@ int64_t dequantize_int8_tensors(io::TensorFile& file, const std::string& source)
   if (bits_it == json.end() || !bits_it->is_number_integer() || (*bits_it != 8 && *bits_it != 4)) {
     fail("qtft.int8: weight_bits must be 8 or 4, got " + (bits_it == json.end() ? "nothing" : bits_it->dump()));
   }
-  const int64_t bits = bits_it->get<int64_t>();
+  Int8Weights result;
+  const int64_t bits = result.weight_bits = bits_it->get<int64_t>();
   const quant::QuantRange range = quant::weight_range(bits);
   const auto shapes = json.find("shapes");
   if (shapes == json.end() || !shapes->is_object()) fail("qtft.int8: 'shapes' must be an object of [rows, cols]");
@@ -175,10 +176,11 @@ int64_t dequantize_int8_tensors(io::TensorFile& file, const std::string& source)
       fail("tensor " + key + ".zero_point is not all 0 (the weights are quantized symmetrically)");
     }
     kept.emplace_back(kModelWeightPrefix + name, values.to(at::kFloat) * scales.unsqueeze(1));
+    result.weights[name] = quant::QuantizedWeight{values.to(at::kChar), scales};
   }
   if (!int8.empty()) fail("tensor " + int8.begin()->first + " is not listed in qtft.int8");
   file.tensors = std::move(kept);
-  return bits;
+  return result;
 }
 
 }  // namespace qtft::infer

@@ -173,7 +173,9 @@ ModelFile load_model_file(const std::filesystem::path& path) {
     throw Error(source + ": unsupported model format '" + format + "' (expected " + kFormat + " or " + kInt8Format + ")");
   }
   const bool int8 = format == kInt8Format;
-  const int64_t int8_bits = int8 ? dequantize_int8_tensors(in, source) : 0;
+  Int8Weights int8_weights;
+  if (int8) int8_weights = dequantize_int8_tensors(in, source);
+  const int64_t int8_bits = int8_weights.weight_bits;
   auto parsed = [&](const char* key, auto parse) {
     try {
       return parse(parse_metadata(in, key, source));
@@ -194,6 +196,7 @@ ModelFile load_model_file(const std::filesystem::path& path) {
     }
     if (in.metadata.count("qtft.training")) throw Error(source + ": an int8 export cannot hold a training state");
     file.int8_weights = true;
+    file.quantized_weights = std::move(int8_weights.weights);
   }
   if (in.metadata.count("qtft.training")) {
     auto json = parse_metadata(in, "qtft.training", source);

@@ -27,17 +27,50 @@ model::TemporalFusionTransformer build_model(const model::TftOptions& options, u
   return model;
 }
 
-LoadedModel load_model(const std::filesystem::path& path, c10::Device device) {
-  return model_from_file(load_model_file(path), path.string(), device);
+Int8Kernels parse_int8_kernels(const std::string& name, const std::string& flag) {
+  if (name == "integer") return Int8Kernels::integer;
+  if (name == "dequantized") return Int8Kernels::dequantized;
+  throw UsageError(flag + " must be integer or dequantized, got '" + name + "'");
 }
 
-LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Device device) {
+LoadedModel load_model(const std::filesystem::path& path, c10::Device device, Int8Kernels int8_kernels) {
+  return model_from_file(load_model_file(path), path.string(), device, int8_kernels);
+}
+
+LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Device device, Int8Kernels int8_kernels) {
   // The initial weights are overwritten; building them draws from a stream of its own.
   auto model = build_model(file.options, 0);
   copy_weights_into(*model, file.weights, source);
-  if (file.int8_weights) model->set_weights_prequantized(true);
+  model::TemporalFusionTransformerImpl::IntegerProductSummary integer_products;
+  std::string float_products_reason;
+  if (file.int8_weights) {
+    model->set_weights_prequantized(true);
+    const std::string backend = quant::Int8Linear::unavailable_reason();
+    if (int8_kernels == Int8Kernels::dequantized) {
+      float_products_reason = "dequantized kernels were asked for";
+    } else if (!device.is_cpu()) {
+      float_products_reason = "integer products run on the CPU only";
+    } else if (!backend.empty()) {
+      float_products_reason = backend;
+    } else {
+      integer_products = model->use_integer_products(file.quantized_weights);
+    }
+  }
   model->to(device);
-  return {std::move(file), std::move(model)};
+  return {std::move(file), std::move(model), integer_products, std::move(float_products_reason)};
+}
+
+std::string describe_int8_kernels(const LoadedModel& loaded) {
+  if (!loaded.file.int8_weights) return {};
+  if (!loaded.float_products_reason.empty()) return "int8 products in float: " + loaded.float_products_reason;
+  const auto& s = loaded.integer_products;
+  std::string line = "integer products: " + std::to_string(s.products.in_use) + " of " + std::to_string(s.dense_layers) +
+                     " Dense layers";
+  if (s.products.in_use < s.products.eligible) {
+    line += " (" + std::to_string(s.products.eligible - s.products.in_use) + " more would saturate this CPU's kernel at " +
+            std::to_string(loaded.file.options.activation_bits()) + "-bit activations; they stay in float)";
+  }
+  return line;
 }
 
 void convert_to_qat(LoadedModel& loaded, int64_t weight_bits, int64_t activation_bits, c10::Device device) {

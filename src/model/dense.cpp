@@ -1,6 +1,7 @@
 #include "qtft/model/dense.h"
 
 #include <ATen/ops/linear.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 #include "qtft/quant/weight_fake_quant.h"
@@ -17,6 +18,9 @@ at::Tensor DenseImpl::forward(const at::Tensor& x) {
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) == options_.in_features(), "Dense: expected input with ",
               options_.in_features(), " features in the last dimension, got shape ", x.sizes());
   if (!qat_enabled()) return linear(x);
+  if (integer_product_ && !is_training() && !c10::GradMode::is_enabled()) {
+    return output_quant(integer_product_->forward(x));
+  }
   return output_quant(at::linear(x, weight_in_use(), linear->bias));
 }
 
@@ -39,6 +43,21 @@ at::Tensor DenseImpl::forward_concatenated(const std::vector<at::Tensor>& parts)
 at::Tensor DenseImpl::weight_in_use() const {
   return qat_enabled() && !weight_prequantized_ ? quant::fake_quantize_weight(linear->weight, weight_bits_)
                                                 : linear->weight;
+}
+
+bool DenseImpl::use_integer_product(const quant::QuantizedWeight& weight, const quant::ActivationFakeQuantImpl& input) {
+  TORCH_CHECK(qat_enabled() && weight_prequantized_, "Dense: integer products need the prequantized weights of an int8 file");
+  TORCH_CHECK(weight.values.sizes() == linear->weight.sizes(), "Dense: integer weight of shape ", weight.values.sizes(),
+              " for a layer of shape ", linear->weight.sizes());
+  const int64_t input_qmax = input.range().qmax;
+  if (!quant::Int8Linear::saturation_free(weight.values, input_qmax)) return false;
+  integer_product_ = std::make_shared<const quant::Int8Linear>(weight, linear->bias, input.qparams(), input_qmax);
+  return true;
+}
+
+IntegerProductCount use_integer_product(DenseImpl& dense, const IntegerWeights& weights,
+                                        const quant::ActivationFakeQuantImpl& input) {
+  return {1, dense.use_integer_product(weights(dense), input) ? 1 : 0};
 }
 
 void DenseImpl::enable_qat(const quant::QatSettings& settings) {

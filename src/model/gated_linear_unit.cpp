@@ -12,6 +12,13 @@ GatedLinearUnitImpl::GatedLinearUnitImpl(int64_t input_size, int64_t output_size
 
 at::Tensor GatedLinearUnitImpl::forward(const at::Tensor& x) { return at::sigmoid(gate_fc(x)) * fc(x); }
 
+IntegerProductCount GatedLinearUnitImpl::use_integer_products(const IntegerWeights& weights,
+                                                              const quant::ActivationFakeQuantImpl& input) {
+  IntegerProductCount count = use_integer_product(*fc, weights, input);
+  count += use_integer_product(*gate_fc, weights, input);
+  return count;
+}
+
 GateAddNormImpl::GateAddNormImpl(GateAddNormOptions options) : options_(options) {
   dropout = register_module("dropout", Dropout(options.dropout()));
   glu = register_module("glu", GatedLinearUnit(options.input_size(), options.output_size()));

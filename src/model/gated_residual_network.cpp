@@ -42,6 +42,17 @@ at::Tensor GatedResidualNetworkImpl::forward_concatenated(const std::vector<at::
   return finish(fc1->forward_concatenated(parts), skip, context, parts.front().dim());
 }
 
+IntegerProductCount GatedResidualNetworkImpl::use_integer_products(const IntegerWeights& weights,
+                                                                   const quant::ActivationFakeQuantImpl* input) {
+  TORCH_CHECK(fc2->qat_enabled(), "GatedResidualNetwork: integer products need a QAT model");
+  IntegerProductCount count = gate->use_integer_products(weights, *fc2->output_quant);
+  if (input != nullptr) {
+    count += use_integer_product(*fc1, weights, *input);
+    if (skip_projection) count += use_integer_product(*skip_projection, weights, *input);
+  }
+  return count;
+}
+
 at::Tensor GatedResidualNetworkImpl::finish(at::Tensor hidden, const at::Tensor& skip, const at::Tensor& context,
                                             int64_t input_dim) {
   if (context_projection) {

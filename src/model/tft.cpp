@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -128,6 +130,51 @@ void TemporalFusionTransformerImpl::set_weights_prequantized(bool prequantized) 
   for (const auto& module : modules(/*include_self=*/false)) {
     if (auto* dense = module->as<DenseImpl>()) dense->set_weight_prequantized(prequantized);
   }
+}
+
+TemporalFusionTransformerImpl::IntegerProductSummary TemporalFusionTransformerImpl::use_integer_products(
+    const std::map<std::string, quant::QuantizedWeight>& weights) {
+  TORCH_CHECK(options_.use_qat() && weights_prequantized_,
+              "TemporalFusionTransformer: integer products need a model loaded from an int8 file");
+  IntegerProductSummary summary;
+  std::map<const DenseImpl*, const quant::QuantizedWeight*> by_layer;
+  for (const auto& item : named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    const auto* dense = item.value()->as<DenseImpl>();
+    if (dense == nullptr) continue;
+    ++summary.dense_layers;
+    const auto it = weights.find(item.key() + ".linear.weight");
+    TORCH_CHECK(it != weights.end(), "TemporalFusionTransformer: no integer weight for ", item.key());
+    by_layer[dense] = &it->second;
+  }
+  const IntegerWeights integers = [&](const DenseImpl& dense) -> const quant::QuantizedWeight& {
+    return *by_layer.at(&dense);
+  };
+  auto variable_grn = [](VariableSelectionNetwork& vsn, size_t i) -> GatedResidualNetworkImpl& {
+    return vsn->variable_grns->at<GatedResidualNetworkImpl>(i);
+  };
+  auto embedding_observer = [](torch::nn::ModuleList& embeddings, size_t i) -> const quant::ActivationFakeQuantImpl* {
+    return embeddings->at<DenseImpl>(i).output_quant.get();
+  };
+  std::set<const GatedResidualNetworkImpl*> fed_by_an_observer;
+  auto with_input = [&](GatedResidualNetworkImpl& grn, const quant::ActivationFakeQuantImpl* input) {
+    summary.products += grn.use_integer_products(integers, input);
+    fed_by_an_observer.insert(&grn);
+  };
+  with_input(variable_grn(static_vsn, 0), symbol_embedding_output_quant.get());
+  // The encoder selects among the observed inputs, then the known ones; the decoder among
+  // the known ones (forward embeds each known input once for both).
+  const size_t observed = observed_embeddings->size();
+  for (size_t i = 0; i < observed; ++i) with_input(variable_grn(encoder_vsn, i), embedding_observer(observed_embeddings, i));
+  for (size_t i = 0; i < known_embeddings->size(); ++i) {
+    with_input(variable_grn(encoder_vsn, observed + i), embedding_observer(known_embeddings, i));
+    with_input(variable_grn(decoder_vsn, i), embedding_observer(known_embeddings, i));
+  }
+  for (const auto& module : modules(/*include_self=*/false)) {
+    auto* grn = module->as<GatedResidualNetworkImpl>();
+    if (grn != nullptr && !fed_by_an_observer.count(grn)) summary.products += grn->use_integer_products(integers, nullptr);
+  }
+  summary.products += post_attention_gate->use_integer_products(integers, *temporal_attention->out_proj->output_quant);
+  return summary;
 }
 
 at::Tensor TemporalFusionTransformerImpl::embed_symbol(const at::Tensor& symbol) {

@@ -51,7 +51,7 @@ at::Tensor rounded_per_channel(const at::Tensor& x, const at::Tensor& scales, co
 }  // namespace
 
 QuantRange activation_range(int64_t bits) {
-  if (bits != 8) throw UsageError("--activation-bits must be 8, got " + std::to_string(bits));
+  if (bits != 7 && bits != 8) throw UsageError("--activation-bits must be 7 or 8, got " + std::to_string(bits));
   return {0, (int64_t{1} << bits) - 1};
 }
 

@@ -3,6 +3,7 @@
 // is a fraction of the FP32 file's size; and every malformed or truncated file is refused
 // with a message naming the file and the tensor.
 #include <ATen/ops/equal.h>
+#include <c10/core/GradMode.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -34,11 +35,11 @@ struct Exported {
 };
 
 // A calibrated QAT model saved as a model file, and its int8 export.
-std::unique_ptr<Exported> export_tiny(int64_t weight_bits, int64_t hidden = 8) {
+std::unique_ptr<Exported> export_tiny(int64_t weight_bits, int64_t hidden = 8, int64_t activation_bits = 8) {
   auto e = std::make_unique<Exported>();
   e->dataset = test::tiny_dataset();
   auto options = test::tiny_model_options(e->dataset);
-  options.use_qat(true).weight_bits(weight_bits).hidden_size(hidden);
+  options.use_qat(true).weight_bits(weight_bits).activation_bits(activation_bits).hidden_size(hidden);
   auto model = build_model(options, 7);
   train::calibrate_observers(model, e->dataset, 2, 16, 1, kCpu);
   e->qat_path = e->dir.file("qat.safetensors");
@@ -50,7 +51,8 @@ std::unique_ptr<Exported> export_tiny(int64_t weight_bits, int64_t hidden = 8) {
 
 void expect_same_forecasts(const Exported& e) {
   auto qat = load_model(e.qat_path, kCpu);
-  auto int8 = load_model(e.int8_path, kCpu);
+  auto int8 = load_model(e.int8_path, kCpu, Int8Kernels::dequantized);
+  EXPECT_EQ(int8.integer_products.products.in_use, 0);
   EXPECT_TRUE(int8.file.int8_weights);
   EXPECT_TRUE(int8.model->weights_prequantized());
   qat.model->eval();
@@ -95,6 +97,65 @@ TEST(Int8File, FourBitExportPacksTwoValuesPerByteAndForecastsTheSame) {
   EXPECT_EQ(odd->sizes(), (std::vector<int64_t>{8, 1}));
   // One value per row in the low nibble, whose extreme is +-7: 0x07 or 0x09 (-7).
   EXPECT_TRUE((odd->eq(0x07) | odd->eq(0x09)).all().item<bool>());
+}
+
+// The products an int8 model can run in integers, counted from the architecture: each
+// GRN's gate (two), the first layer of each variable's GRN, and the gate after attention.
+int64_t eligible_integer_products(const model::TftOptions& o) {
+  const int64_t variables = 1 + (o.num_observed() + o.num_known()) + o.num_known();
+  const int64_t selectors = (o.num_observed() + o.num_known() > 1 ? 1 : 0) + (o.num_known() > 1 ? 1 : 0);
+  const int64_t grns = variables + selectors + 4 /* static contexts */ + 2 /* enrichment, position-wise */;
+  return 2 * grns + variables + 2;
+}
+
+// The largest difference between two models' quantile forecasts, in steps of the output
+// layer's quantization.
+double forecast_difference_in_output_steps(LoadedModel& a, LoadedModel& b, const data::Dataset& d) {
+  a.model->eval();
+  b.model->eval();
+  std::vector<size_t> indices{0, 3, 8, 11};
+  auto batch = data::make_batch(d, data::Split::Validation, indices);
+  c10::NoGradGuard no_grad;
+  const at::Tensor qa = a.model->forward(batch.observed, batch.known, batch.symbol).quantiles;
+  const at::Tensor qb = b.model->forward(batch.observed, batch.known, batch.symbol).quantiles;
+  const double step = a.model->quantile_outputs->output_layer->output_quant->qparams().scale;
+  return (qa - qb).abs().max().item<double>() / step;
+}
+
+TEST(Int8File, IntegerProductsRunWhereverAnObserverFeedsTheLayer) {
+  // 7-bit activations: no weight can saturate the kernel, so every eligible product runs.
+  auto e = export_tiny(8, 8, /*activation_bits=*/7);
+  auto qat = load_model(e->qat_path, kCpu);
+  auto int8 = load_model(e->int8_path, kCpu);
+  const auto& summary = int8.integer_products;
+  EXPECT_EQ(summary.products.eligible, eligible_integer_products(qat.file.options));
+  EXPECT_EQ(summary.products.in_use, summary.products.eligible);
+  EXPECT_GT(summary.dense_layers, summary.products.eligible);
+  EXPECT_THAT(describe_int8_kernels(int8), HasSubstr("integer products: " + std::to_string(summary.products.in_use)));
+  // The integer sums are exact, so only float rounding separates the two models, and the
+  // output's own quantization absorbs nearly all of it.
+  EXPECT_LE(forecast_difference_in_output_steps(qat, int8, e->dataset), 2.0);
+}
+
+TEST(Int8File, EightBitActivationsKeepSaturatingProductsInFloat) {
+  // 4-bit weights cannot saturate at 8-bit activations; 8-bit weights mostly can.
+  auto four = export_tiny(4);
+  auto int4 = load_model(four->int8_path, kCpu);
+  auto qat4 = load_model(four->qat_path, kCpu);
+  EXPECT_EQ(int4.integer_products.products.in_use, eligible_integer_products(int4.file.options));
+  EXPECT_LE(forecast_difference_in_output_steps(qat4, int4, four->dataset), 2.0);
+
+  auto eight = export_tiny(8);
+  auto int8 = load_model(eight->int8_path, kCpu);
+  const auto& products = int8.integer_products.products;
+  EXPECT_EQ(products.eligible, eligible_integer_products(int8.file.options));
+  EXPECT_LT(products.in_use, products.eligible);
+  EXPECT_THAT(describe_int8_kernels(int8), HasSubstr("would saturate"));
+  auto qat8 = load_model(eight->qat_path, kCpu);
+  EXPECT_LE(forecast_difference_in_output_steps(qat8, int8, eight->dataset), 2.0);
+  EXPECT_THAT(describe_int8_kernels(load_model(eight->int8_path, kCpu, Int8Kernels::dequantized)),
+              HasSubstr("in float: dequantized kernels were asked for"));
+  EXPECT_THROW(parse_int8_kernels("fast", "--int8-kernels"), UsageError);
 }
 
 TEST(Int8File, IsAtLeastThreeAndAHalfTimesSmallerThanTheFp32Weights) {

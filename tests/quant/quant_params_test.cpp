@@ -77,6 +77,8 @@ std::string usage_error_message(int64_t bits, QuantRange (*range)(int64_t)) {
 TEST(QuantParamsTest, RangesForSupportedBits) {
   EXPECT_EQ(activation_range(8).qmin, 0);
   EXPECT_EQ(activation_range(8).qmax, 255);
+  EXPECT_EQ(activation_range(7).qmin, 0);
+  EXPECT_EQ(activation_range(7).qmax, 127);
   EXPECT_EQ(weight_range(8).qmin, -127);
   EXPECT_EQ(weight_range(8).qmax, 127);
   EXPECT_EQ(weight_range(4).qmin, -7);
@@ -85,6 +87,7 @@ TEST(QuantParamsTest, RangesForSupportedBits) {
 
 TEST(QuantParamsTest, UnsupportedBitsNameTheFlag) {
   EXPECT_NE(usage_error_message(4, activation_range).find("--activation-bits"), std::string::npos);
+  EXPECT_NE(usage_error_message(6, activation_range).find("--activation-bits"), std::string::npos);
   EXPECT_NE(usage_error_message(16, activation_range).find("--activation-bits"), std::string::npos);
   EXPECT_NE(usage_error_message(2, weight_range).find("--weight-bits"), std::string::npos);
   EXPECT_NE(usage_error_message(16, weight_range).find("--weight-bits"), std::string::npos);

@@ -17,6 +17,9 @@ namespace qtft::infer {
 
 struct ForecasterOptions {
   std::string device = "cpu";  // cpu, cuda or auto (CUDA when usable)
+  // For int8 files: "integer" (integer products wherever they are exact) or "dequantized"
+  // (float products, bitwise the QAT model's); see infer::Int8Kernels.
+  std::string int8_kernels = "integer";
 };
 
 // The forecast of one bar after the last given one.
@@ -72,9 +75,12 @@ class Forecaster {
   int64_t min_bars() const;
   const std::vector<double>& quantiles() const;
   const std::vector<std::string>& symbols() const;
-  // "fp32" or "qat" (fake-quantized weights and activations, as trained).
+  // "fp32", "qat" (fake-quantized weights and activations, as trained) or "int8" (an
+  // int8 export of a QAT model).
   std::string kind() const;
   std::string source() const;  // the file it was loaded from
+  // For an int8 file, how its products run (infer::describe_int8_kernels); else empty.
+  std::string int8_kernels() const;
 
   struct State;  // the model and its file, shared by copies
 

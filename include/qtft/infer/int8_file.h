@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "qtft/infer/model_file.h"
@@ -43,10 +44,19 @@ struct Int8ExportSummary {
 Int8ExportSummary export_int8_file(const ModelFile& qat_model, const std::string& source,
                                    const std::filesystem::path& output);
 
+// What an int8 export's integers are, once read.
+struct Int8Weights {
+  int64_t weight_bits = 8;
+  // By weight name (as in TemporalFusionTransformer::per_channel_quantized_weights), at 4
+  // bits unpacked to one int8 per value.
+  std::map<std::string, quant::QuantizedWeight> weights;
+};
+
 // For load_model_file: checks every int8.* tensor of an int8 export against qtft.int8
 // (dtype, shape, values in the weight range, finite positive scales, zero points of 0, no
-// tensor missing or left over), then replaces them by float weights under model.<name>.
-// Returns the weight bit width. Throws qtft::Error naming `source` and the tensor at fault.
-int64_t dequantize_int8_tensors(io::TensorFile& file, const std::string& source);
+// tensor missing or left over), then replaces them by float weights under model.<name>
+// and returns the integers themselves, for integer products. Throws qtft::Error naming
+// `source` and the tensor at fault.
+Int8Weights dequantize_int8_tensors(io::TensorFile& file, const std::string& source);
 
 }  // namespace qtft::infer

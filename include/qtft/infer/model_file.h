@@ -13,6 +13,7 @@
 
 #include "qtft/data/dataset.h"
 #include "qtft/model/tft_options.h"
+#include "qtft/quant/int8_linear.h"
 
 namespace torch::nn {
 class Module;
@@ -60,6 +61,9 @@ struct ModelFile {
   // hold their integers times their scales, and a model built from it uses them as they
   // are. Such a file serves forecasts; it cannot be trained further.
   bool int8_weights = false;
+  // The integers and scales behind those weights, by weight name, for integer products
+  // (TemporalFusionTransformer::use_integer_products).
+  std::map<std::string, quant::QuantizedWeight> quantized_weights{};
 };
 
 void save_model_file(const std::filesystem::path& path, const ModelFile& file);

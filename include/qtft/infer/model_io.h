@@ -23,14 +23,31 @@ model::TftOptions model_options_for(const data::Dataset& dataset);
 // (memory::CpuRandomStream): the process's generators are left as they were.
 model::TemporalFusionTransformer build_model(const model::TftOptions& options, uint64_t seed);
 
+// How a model loaded from an int8 file multiplies: `integer` runs every product it can in
+// integers (TemporalFusionTransformer::use_integer_products), on the CPU; `dequantized`
+// multiplies the integers times their scales in float, bitwise what the QAT model it was
+// exported from computes. Other model files ignore it.
+enum class Int8Kernels { integer, dequantized };
+// Parses "integer" or "dequantized"; anything else throws UsageError naming `flag`.
+Int8Kernels parse_int8_kernels(const std::string& name, const std::string& flag);
+
 // A model file and the model rebuilt from it with its (best) weights, on `device`.
 struct LoadedModel {
   ModelFile file;
   model::TemporalFusionTransformer model;
+  // For an int8 file: how many products run in integers, and why none do when none do
+  // (dequantized kernels asked for, a CUDA device, no usable backend).
+  model::TemporalFusionTransformerImpl::IntegerProductSummary integer_products;
+  std::string float_products_reason;
 };
-LoadedModel load_model(const std::filesystem::path& path, c10::Device device);
+LoadedModel load_model(const std::filesystem::path& path, c10::Device device,
+                       Int8Kernels int8_kernels = Int8Kernels::integer);
 // The same from a file already read (load_model_file); `source` names it in errors.
-LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Device device);
+LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Device device,
+                            Int8Kernels int8_kernels = Int8Kernels::integer);
+// One line on how an int8 file's model multiplies ("integer products: 57 of 104 Dense
+// layers (57 eligible)"); empty for other models.
+std::string describe_int8_kernels(const LoadedModel& loaded);
 
 // The loaded model with QAT turned on at the given bit widths, keeping its weights (and its
 // observers when it already had QAT at the same widths). Used to fine-tune an FP32 model

@@ -7,9 +7,12 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "qtft/quant/activation_observer.h"
+#include "qtft/quant/int8_linear.h"
 #include "qtft/quant/qat_settings.h"
 
 namespace qtft::model {
@@ -48,6 +51,15 @@ class DenseImpl : public torch::nn::Module {
   // bitwise: the scale would be recomputed from them. For inference only.
   void set_weight_prequantized(bool prequantized) { weight_prequantized_ = prequantized; }
 
+  // Inference from an int8 file: from now on, outside training and without gradient, the
+  // product runs in integers (quant::Int8Linear) on `weight` (the integers behind the
+  // prequantized weight), with the input quantized by `input`, the observer whose output
+  // this layer takes, so that the quantization is exactly the one QAT applied. Returns
+  // false, and keeps the float product, when the kernel could saturate on this weight at
+  // the input's bit width (quant::Int8Linear::saturation_free).
+  bool use_integer_product(const quant::QuantizedWeight& weight, const quant::ActivationFakeQuantImpl& input);
+  bool integer_product_in_use() const { return integer_product_ != nullptr; }
+
   torch::nn::Linear linear{nullptr};
   quant::ActivationFakeQuant output_quant{nullptr};
 
@@ -58,7 +70,27 @@ class DenseImpl : public torch::nn::Module {
   DenseOptions options_;
   int64_t weight_bits_ = 8;
   bool weight_prequantized_ = false;
+  std::shared_ptr<const quant::Int8Linear> integer_product_;
 };
 TORCH_MODULE(Dense);
+
+// How the layers of a model loaded from an int8 file find a Dense layer's integers.
+using IntegerWeights = std::function<const quant::QuantizedWeight&(const DenseImpl&)>;
+
+// Products that could run in integers because their input is exactly an observer's output
+// (eligible), and those that do (the rest would saturate the kernel; see Int8Linear).
+struct IntegerProductCount {
+  int64_t eligible = 0;
+  int64_t in_use = 0;
+  IntegerProductCount& operator+=(const IntegerProductCount& other) {
+    eligible += other.eligible;
+    in_use += other.in_use;
+    return *this;
+  }
+};
+
+// dense.use_integer_product(weights(dense), input), counted.
+IntegerProductCount use_integer_product(DenseImpl& dense, const IntegerWeights& weights,
+                                        const quant::ActivationFakeQuantImpl& input);
 
 }  // namespace qtft::model

@@ -20,6 +20,8 @@ class GatedLinearUnitImpl : public torch::nn::Module {
   GatedLinearUnitImpl(int64_t input_size, int64_t output_size);
 
   at::Tensor forward(const at::Tensor& x);
+  // Both products in integers (DenseImpl::use_integer_product), fed by `input`.
+  IntegerProductCount use_integer_products(const IntegerWeights& weights, const quant::ActivationFakeQuantImpl& input);
 
   Dense fc{nullptr};       // the value path, W5 x + b5
   Dense gate_fc{nullptr};  // the gate's logits, W4 x + b4
@@ -41,6 +43,11 @@ class GateAddNormImpl : public torch::nn::Module {
   explicit GateAddNormImpl(GateAddNormOptions options);
 
   at::Tensor forward(const at::Tensor& x, const at::Tensor& skip);
+  // The GLU's products in integers, when x is always `input`'s output (dropout aside,
+  // which inference skips).
+  IntegerProductCount use_integer_products(const IntegerWeights& weights, const quant::ActivationFakeQuantImpl& input) {
+    return glu->use_integer_products(weights, input);
+  }
 
   const GateAddNormOptions& options() const { return options_; }
 

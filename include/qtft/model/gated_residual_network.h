@@ -45,6 +45,13 @@ class GatedResidualNetworkImpl : public torch::nn::Module {
   // faster and keeps nothing.
   at::Tensor forward_concatenated(const std::vector<at::Tensor>& parts, const at::Tensor& context = {});
 
+  // Int8 inference (DenseImpl::use_integer_product): the gate's two products take fc2's
+  // output (dropout aside), so they can always run in integers; fc1 and the skip projection
+  // take the GRN's input, and can when `input` is the observer that always produces it
+  // (nullptr when there is none). fc2 takes an ELU of a sum and stays in float, as does the
+  // context projection, whose input has no observer.
+  IntegerProductCount use_integer_products(const IntegerWeights& weights, const quant::ActivationFakeQuantImpl* input);
+
   const GatedResidualNetworkOptions& options() const { return options_; }
 
   Dense fc1{nullptr};

@@ -7,6 +7,7 @@
 #include <torch/nn/modules/rnn.h>
 #include <torch/nn/pimpl.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,19 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
   // as a model loaded from an int8 file does: used as they are, not quantized per call.
   void set_weights_prequantized(bool prequantized);
   bool weights_prequantized() const { return weights_prequantized_; }
+
+  // Int8 inference: every Dense product whose input is always one observer's output runs in
+  // integers from now on (outside training, without gradient), on `weights`, the integers
+  // behind the prequantized weights by name (an int8 file's). Those products are each
+  // GRN's gate (fed by its fc2), the first layer of every variable's GRN (fed by that
+  // variable's embedding) and the gate after attention (fed by its output projection).
+  // The rest, the LSTMs, attention's projections and every layer norm, softmax and gate
+  // nonlinearity stay in float, as the fake-quantized model computed them.
+  struct IntegerProductSummary {
+    int64_t dense_layers = 0;
+    IntegerProductCount products;
+  };
+  IntegerProductSummary use_integer_products(const std::map<std::string, quant::QuantizedWeight>& weights);
 
   torch::nn::ModuleList observed_embeddings{nullptr};
   torch::nn::ModuleList known_embeddings{nullptr};

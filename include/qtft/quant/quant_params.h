@@ -29,8 +29,10 @@ struct QuantRange {
   int64_t qmax;
 };
 
-// Activations: unsigned, 0..2^bits-1 (8 bits: 0..255). Only 8 bits is supported; anything
-// else throws UsageError naming --activation-bits.
+// Activations: unsigned, 0..2^bits-1 (8 bits: 0..255, 7 bits: 0..127). 7 bits is
+// PyTorch's "reduce_range" for fbgemm: on x86 CPUs without VNNI its integer products are
+// exact only then (quant::Int8Linear). Anything else throws UsageError naming
+// --activation-bits.
 QuantRange activation_range(int64_t bits);
 
 // Weights: signed, symmetric and narrow, -(2^(bits-1)-1)..2^(bits-1)-1 (8: -127..127,

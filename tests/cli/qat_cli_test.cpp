@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "qtft/infer/model_file.h"
@@ -108,35 +109,48 @@ TEST_F(QatCli, ExportInt8GivesAFileThatEvaluatesAndForecastsAsTheQatModelDoes) {
   EXPECT_THAT(run.out, HasSubstr("as 8-bit integers"));
   EXPECT_THAT(run.out, HasSubstr("Saved " + int8));
 
-  auto metrics = [&](const std::string& model) {
+  // Dequantized kernels multiply exactly what the QAT model does; the default integer
+  // kernels say how many products they run in integers.
+  const std::string dequantized = " --int8-kernels dequantized";
+  auto metrics = [&](const std::string& model, const std::string& flags) {
     auto json_path = dir_.file("metrics.json");
-    auto r = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --metrics-json " + json_path);
+    auto r = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --metrics-json " + json_path + flags);
     EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (model == int8) EXPECT_THAT(r.err, HasSubstr(flags.empty() ? "integer products: " : "int8 products in float"));
     return nlohmann::json::parse(test::read_text(json_path));
   };
-  EXPECT_EQ(metrics(int8)["model"], metrics(qat)["model"]);
-  auto forecast = [&](const std::string& model) {
-    auto r = run_qtft(dir_, "forecast --json --load-model " + model + " --parquet-file " + data_);
+  EXPECT_EQ(metrics(int8, dequantized)["model"], metrics(qat, "")["model"]);
+  const double integer_loss = metrics(int8, "")["model"]["loss"].get<double>();
+  EXPECT_NEAR(integer_loss, metrics(qat, "")["model"]["loss"].get<double>(), 0.005 * integer_loss);
+  auto forecast = [&](const std::string& model, const std::string& flags) {
+    auto r = run_qtft(dir_, "forecast --json --load-model " + model + " --parquet-file " + data_ + flags);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.out;
   };
-  EXPECT_EQ(forecast(int8), forecast(qat));
+  EXPECT_EQ(forecast(int8, dequantized), forecast(qat, ""));
+  EXPECT_EQ(run_qtft(dir_, "forecast --load-model " + int8 + " --parquet-file " + data_ + " --int8-kernels fast").exit_code,
+            2);
 
   run = run_qtft(dir_, "train --parquet-file " + data_ + " --use-qat --load-model " + int8 + kSmall);
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_THAT(run.err, HasSubstr(int8 + ": an int8 export serves forecasts and cannot be trained"));
 }
 
-TEST_F(QatCli, CompareAccuracyReportsAllFourModels) {
+TEST_F(QatCli, CompareAccuracyReportsEveryModelAndTheInt8Agreement) {
   auto json_path = dir_.file("compare.json");
   auto run = train("--compare-accuracy --epochs 2 --qat-calibration-batches 2 --metrics-json " + json_path + kSmall);
   EXPECT_THAT(run.out, HasSubstr("Accuracy comparison"));
   auto j = nlohmann::json::parse(test::read_text(json_path));
-  for (const char* name : {"fp32", "ptq", "qat_frozen", "qat_live"}) {
+  EXPECT_THAT(run.out, HasSubstr("int8 against fake quant"));
+  for (const char* name : {"fp32", "ptq", "qat_frozen", "int8", "qat_live"}) {
     ASSERT_TRUE(j["models"].contains(name)) << name;
     for (const char* key : {"val_loss", "val_rmse", "degradation_pct"}) EXPECT_TRUE(j["models"][name].contains(key));
   }
   EXPECT_EQ(j["models"]["fp32"]["degradation_pct"].get<double>(), 0.0);
+  const auto& agreement = j["models"]["int8"]["against_fake_quant"];
+  EXPECT_EQ(agreement["fake_quant_loss"].get<double>(), j["models"]["qat_frozen"]["val_loss"].get<double>());
+  EXPECT_LT(std::abs(agreement["loss_difference_pct"].get<double>()), 0.5);
+  EXPECT_GT(agreement["median_forecast_difference_steps"]["values"].get<int64_t>(), 0);
 }
 
 }  // namespace

@@ -4,11 +4,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
 #include "qtft/data/dataset.h"
+#include "qtft/eval/int8_agreement.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/model/tft_options.h"
 #include "qtft/train/progress.h"
@@ -27,14 +29,17 @@ struct CompareOptions {
 };
 
 struct ComparedModel {
-  std::string name;  // fp32, ptq, qat_frozen, qat_live
+  std::string name;  // fp32, ptq, qat_frozen, int8, qat_live
   ForecastMetrics val;
   double degradation_pct = 0.0;  // validation loss against FP32's, in percent
+  // int8 only: how it follows the fake-quantized model it was exported from (qat_frozen).
+  std::optional<Int8Agreement> int8 = std::nullopt;
 };
 
 // On one data split and seed: trains FP32; derives PTQ from it (calibrate, freeze); trains
-// QAT with the two-phase recipe (calibrate, live observers for live_epochs, then frozen)
-// and QAT with live observers throughout. Every model is judged by its best epoch on the
+// QAT with the two-phase recipe (calibrate, live observers for live_epochs, then frozen),
+// exports that model to an int8 file and runs it with integer products (int8), and trains
+// QAT with live observers throughout. Every model is judged by its best epoch on the
 // validation split. `log` receives a line as each stage starts; `stop_requested` is
 // polled after every training step and ends the comparison with an error.
 std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Dataset>& dataset,

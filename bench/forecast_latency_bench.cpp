@@ -1,7 +1,7 @@
 // Serving latency of qtft::infer::Forecaster: one series per call (batch 1; median and
 // 99th percentile) and 64 series per call (throughput), for the TFT paper's configuration
-// and a small one, each as an FP32 model, a QAT model and its int8 export, measured in the
-// same run. The models have random weights (latency does not depend on them) and are saved
+// and a small one, each as an FP32 model, a QAT model and int8 exports with float and with
+// integer products, measured in the same run, with the ratio to FP32. The models have random weights (latency does not depend on them) and are saved
 // and loaded like trained ones. Prints a table and JSON.
 //   build/bench/forecast_latency_bench [--calls 200] [--threads 1] [--json out.json]
 #include <ATen/Parallel.h>
@@ -37,43 +37,50 @@ qtft::data::BarSeries tail(const qtft::data::BarSeries& s, size_t n) {
   return qtft::data::slice_bars(s, s.size() - n, s.size());
 }
 
-// The model a row measures: FP32; QAT, whose weights are fake-quantized on every call; or
-// the int8 export of that QAT model, whose weights were quantized once, at export (its
-// products are still float products of the dequantized weights).
-enum class Variant { Fp32, Qat, Int8File };
-constexpr Variant kVariants[] = {Variant::Fp32, Variant::Qat, Variant::Int8File};
-
-const char* variant_name(Variant v) {
-  switch (v) {
-    case Variant::Fp32: return "fp32";
-    case Variant::Qat: return "qat";
-    case Variant::Int8File: return "int8-file";
-  }
-  return "?";
-}
+// The model a row measures: FP32; QAT, whose weights are fake-quantized on every call; and
+// the int8 export of a QAT model, with float products of its dequantized weights
+// ("dequantized", bitwise the QAT model's forecasts) or with integer products wherever
+// they are exact ("integer"). At 8-bit activations the kernel could saturate on most 8-bit
+// weights, which then stay in float; at 7 bits every eligible product runs in integers.
+struct Variant {
+  const char* name;
+  bool qat;
+  int64_t activation_bits;
+  bool int8_file;
+  const char* int8_kernels;
+};
+constexpr Variant kVariants[] = {
+    {"fp32", false, 8, false, "integer"},
+    {"qat", true, 8, false, "integer"},
+    {"int8-dequantized", true, 8, true, "dequantized"},
+    {"int8-integer", true, 8, true, "integer"},
+    {"int8-integer-a7", true, 7, true, "integer"},
+};
 
 // Saves the model of `variant` for configuration `c` and returns its path. QAT observers are
 // calibrated on two batches, as an export requires.
-std::filesystem::path save_model(const qtft::bench::TftConfig& c, Variant variant, const qtft::data::Dataset& dataset,
-                                 const std::filesystem::path& dir) {
+std::filesystem::path save_model(const qtft::bench::TftConfig& c, const Variant& variant,
+                                 const qtft::data::Dataset& dataset, const std::filesystem::path& dir) {
   auto options = qtft::infer::model_options_for(dataset);
-  options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(variant != Variant::Fp32);
+  options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(variant.qat);
+  if (variant.qat) options.activation_bits(variant.activation_bits);
   auto model = qtft::infer::build_model(options, 1);
-  if (variant != Variant::Fp32) qtft::train::calibrate_observers(model, dataset, 2, 64, 1, c10::Device(c10::kCPU));
-  const auto path = dir / (std::string(c.name) + "-" + variant_name(variant) + ".safetensors");
+  if (variant.qat) qtft::train::calibrate_observers(model, dataset, 2, 64, 1, c10::Device(c10::kCPU));
+  const auto path = dir / (std::string(c.name) + "-" + variant.name + ".safetensors");
   qtft::infer::save_model_file(path, {options, dataset.spec(), dataset.options(), qtft::infer::named_weights(*model),
                                       std::nullopt});
-  if (variant != Variant::Int8File) return path;
-  const auto int8_path = dir / (std::string(c.name) + ".int8.safetensors");
+  if (!variant.int8_file) return path;
+  const auto int8_path = dir / (std::string(c.name) + "-" + variant.name + ".int8.safetensors");
   qtft::infer::export_int8_file(qtft::infer::load_model_file(path), path.string(), int8_path);
   return int8_path;
 }
 
-nlohmann::json measure(const qtft::bench::TftConfig& c, Variant variant, int calls, const std::filesystem::path& dir) {
+nlohmann::json measure(const qtft::bench::TftConfig& c, const Variant& variant, int calls,
+                       const std::filesystem::path& dir) {
   const auto bars = qtft::data::generate_synthetic_bars(qtft::data::SyntheticOptions{});
   const auto dataset = qtft::bench::dataset_for(c);
   const auto path = save_model(c, variant, dataset, dir);
-  auto forecaster = qtft::infer::Forecaster::load(path);
+  auto forecaster = qtft::infer::Forecaster::load(path, {"cpu", variant.int8_kernels});
   const auto need = static_cast<size_t>(forecaster.min_bars());
   const auto one = tail(bars.series[0], need + 100);
 
@@ -96,7 +103,9 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, Variant variant, int cal
   for (int i = 0; i < batch_calls; ++i) forecaster.forecast(many);
   const double batch_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count() / batch_calls;
   return {{"config", c.name},
-          {"model", variant_name(variant)},
+          {"model", variant.name},
+          {"activation_bits", variant.activation_bits},
+          {"int8_kernels", forecaster.int8_kernels()},
           {"encoder_length", c.encoder},
           {"horizon", c.horizon},
           {"hidden_size", c.hidden},
@@ -109,6 +118,8 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, Variant variant, int cal
           {"batch_ms", batch_ms},
           {"batch_series_per_second", 1000.0 * static_cast<double>(kSeries) / batch_ms}};
 }
+
+std::string forecaster_kernels_note(const nlohmann::json& row) { return row["int8_kernels"].get<std::string>(); }
 
 }  // namespace
 
@@ -130,17 +141,23 @@ int main(int argc, char** argv) {
 
   std::printf("Forecaster on the CPU, %d threads, %d single-series calls per configuration and model\n",
               at::get_num_threads(), calls);
-  std::printf("%-6s %-10s %7s %7s %6s %10s %12s %10s %12s %14s\n", "config", "model", "encoder", "horizon", "hidden",
-              "file_KiB", "median_ms", "p99_ms", "batch64_ms", "series/s (64)");
+  std::printf("%-6s %-17s %7s %7s %6s %10s %10s %8s %8s %11s %8s %13s\n", "config", "model", "encoder", "horizon",
+              "hidden", "file_KiB", "median_ms", "p99_ms", "x fp32", "batch64_ms", "x fp32", "series/s (64)");
   nlohmann::json results = nlohmann::json::array();
   for (const auto& c : {qtft::bench::kSmallConfig, qtft::bench::kPaperConfig}) {
-    for (const Variant v : kVariants) {
+    double fp32_single = 0.0, fp32_batch = 0.0;
+    for (const Variant& v : kVariants) {
       auto r = measure(c, v, calls, dir);
-      std::printf("%-6s %-10s %7lld %7lld %6lld %10.0f %12.2f %10.2f %12.1f %14.0f\n", c.name, variant_name(v),
+      const double single = r["single_median_ms"].get<double>(), batch = r["batch_ms"].get<double>();
+      if (!v.qat) fp32_single = single, fp32_batch = batch;
+      r["single_median_vs_fp32"] = single / fp32_single;
+      r["batch_vs_fp32"] = batch / fp32_batch;
+      std::printf("%-6s %-17s %7lld %7lld %6lld %10.0f %10.2f %8.2f %8.2f %11.1f %8.2f %13.0f\n", c.name, v.name,
                   static_cast<long long>(c.encoder), static_cast<long long>(c.horizon),
-                  static_cast<long long>(c.hidden), r["file_bytes"].get<double>() / 1024.0,
-                  r["single_median_ms"].get<double>(), r["single_p99_ms"].get<double>(), r["batch_ms"].get<double>(),
+                  static_cast<long long>(c.hidden), r["file_bytes"].get<double>() / 1024.0, single,
+                  r["single_p99_ms"].get<double>(), single / fp32_single, batch, batch / fp32_batch,
                   r["batch_series_per_second"].get<double>());
+      if (!forecaster_kernels_note(r).empty()) std::printf("         %s\n", forecaster_kernels_note(r).c_str());
       results.push_back(r);
     }
   }

@@ -56,6 +56,28 @@ TEST(Package, AnOutOfTreeProgramBuildsAgainstTheInstalledPackageAndForecastsLike
       << test::read_text(log);
   EXPECT_EQ(test::read_text(log), cli.out);
   EXPECT_THAT(cli.out, HasSubstr("ES: 3 bars after"));
+
+  // The same program on an int8 export (PTQ at 7-bit activations, so that its integer
+  // products run), with the same calls.
+  const std::string ptq = dir.file("ptq.safetensors"), int8 = dir.file("model.int8.safetensors");
+  auto quantize = test::run_qtft(dir, "quantize --load-model '" + dir.file("model.safetensors") + "' --csv-file '" +
+                                          dir.file("bars.csv") + "' --calibration-batches 2 --activation-bits 7 "
+                                          "--save-model '" + ptq + "'");
+  ASSERT_EQ(quantize.exit_code, 0) << quantize.err;
+  auto exported = test::run_qtft(dir, "export-int8 --load-model '" + ptq + "' --output '" + int8 + "'");
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  auto int8_cli = test::run_qtft(dir, "forecast --load-model '" + int8 + "' --csv-file '" + dir.file("recent.csv") + "'");
+  ASSERT_EQ(int8_cli.exit_code, 0) << int8_cli.err;
+  EXPECT_THAT(int8_cli.err, HasSubstr("integer products: "));
+  ASSERT_EQ(shell("'" + build + "/forecast_latest' '" + int8 + "' '" + dir.file("recent.csv") + "'", log), 0)
+      << test::read_text(log);
+  EXPECT_EQ(test::read_text(log), int8_cli.out);
+  EXPECT_THAT(int8_cli.out, HasSubstr("ES: 3 bars after"));
+  // A window with too few bars is the same clear error for an int8 model.
+  dir.write("short.csv", test::regular_bars_csv(5, "ES"));
+  auto short_window = test::run_qtft(dir, "forecast --load-model '" + int8 + "' --csv-file '" + dir.file("short.csv") + "'");
+  EXPECT_EQ(short_window.exit_code, 1);
+  EXPECT_THAT(short_window.err, HasSubstr("5 bars given, the model needs at least 13"));
 }
 
 }  // namespace

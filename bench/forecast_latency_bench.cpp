@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <vector>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -130,6 +132,9 @@ int main(int argc, char** argv) {
   app.add_option("--calls", calls, "Timed single-series calls per configuration")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads for LibTorch (0: its default)")->capture_default_str();
   app.add_option("--json", json_path, "Write the figures as JSON");
+  std::vector<std::string> only_configs, only_models;
+  app.add_option("--config", only_configs, "Only these configurations (small, paper); default all");
+  app.add_option("--model", only_models, "Only these models (fp32, qat, int8-dequantized, ...); default all");
   CLI11_PARSE(app, argc, argv);
   if (calls < 1) {
     std::fprintf(stderr, "--calls must be at least 1\n");
@@ -144,9 +149,15 @@ int main(int argc, char** argv) {
   std::printf("%-6s %-17s %7s %7s %6s %10s %10s %8s %8s %11s %8s %13s\n", "config", "model", "encoder", "horizon",
               "hidden", "file_KiB", "median_ms", "p99_ms", "x fp32", "batch64_ms", "x fp32", "series/s (64)");
   nlohmann::json results = nlohmann::json::array();
+  auto wanted = [](const std::vector<std::string>& only, const std::string& name) {
+    return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+  };
   for (const auto& c : {qtft::bench::kSmallConfig, qtft::bench::kPaperConfig}) {
+    if (!wanted(only_configs, c.name)) continue;
     double fp32_single = 0.0, fp32_batch = 0.0;
     for (const Variant& v : kVariants) {
+      // FP32 is always measured: the ratios need it.
+      if (v.qat && !wanted(only_models, v.name)) continue;
       auto r = measure(c, v, calls, dir);
       const double single = r["single_median_ms"].get<double>(), batch = r["batch_ms"].get<double>();
       if (!v.qat) fp32_single = single, fp32_batch = batch;

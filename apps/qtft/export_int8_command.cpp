@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "commands.h"
 #include "qtft/common/format.h"
@@ -30,14 +31,22 @@ void add_export_int8_command(CLI::App& app) {
     const auto model = infer::load_model_file(f.load_model);
     const auto summary = infer::export_int8_file(model, f.load_model, f.output);
     const auto source_bytes = std::filesystem::file_size(f.load_model);
-    const auto ratio = [&](uint64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(summary.file_bytes); };
+    // "3.62x smaller than", or for a model so small that the file's header outweighs its
+    // values, "1.08x larger than".
+    const auto compared = [&](uint64_t bytes) {
+      const double ratio = static_cast<double>(bytes) / static_cast<double>(summary.file_bytes);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, ratio >= 1.0 ? "%.2fx smaller than" : "%.2fx larger than",
+                    ratio >= 1.0 ? ratio : 1.0 / ratio);
+      return std::string(buf);
+    };
     std::printf("Exported %lld weights (%lld values) as %lld-bit integers; %lld values stay in float\n",
                 static_cast<long long>(summary.quantized_tensors), static_cast<long long>(summary.quantized_values),
                 static_cast<long long>(model.options.weight_bits()), static_cast<long long>(summary.float_values));
     // The source may hold a training state as well; the float32 weights alone are the fair comparison.
-    std::printf("Saved %s: %s, %.2fx smaller than the same weights in float32 (%s) and %.2fx smaller than %s (%s)\n",
-                f.output.c_str(), format_bytes(summary.file_bytes).c_str(), ratio(summary.fp32_bytes()),
-                format_bytes(summary.fp32_bytes()).c_str(), ratio(source_bytes), f.load_model.c_str(),
+    std::printf("Saved %s: %s, %s the same weights in float32 (%s) and %s %s (%s)\n", f.output.c_str(),
+                format_bytes(summary.file_bytes).c_str(), compared(summary.fp32_bytes()).c_str(),
+                format_bytes(summary.fp32_bytes()).c_str(), compared(source_bytes).c_str(), f.load_model.c_str(),
                 format_bytes(source_bytes).c_str());
   });
 }

@@ -82,13 +82,33 @@ at::Tensor ActivationFakeQuantImpl::calibrate(const at::Tensor& x) {
   return observe(x);
 }
 
-void ActivationFakeQuantImpl::freeze() { frozen_.fill_(true); }
+void ActivationFakeQuantImpl::freeze() {
+  frozen_.fill_(true);
+  wrote(frozen_, frozen_host_, 1);
+}
 
-void ActivationFakeQuantImpl::unfreeze() { frozen_.fill_(false); }
+void ActivationFakeQuantImpl::unfreeze() {
+  frozen_.fill_(false);
+  wrote(frozen_, frozen_host_, 0);
+}
 
-bool ActivationFakeQuantImpl::is_frozen() const { return frozen_.item<bool>(); }
+bool ActivationFakeQuantImpl::is_frozen() const { return read_through(frozen_, frozen_host_) != 0; }
 
-int64_t ActivationFakeQuantImpl::samples() const { return samples_.item<int64_t>(); }
+int64_t ActivationFakeQuantImpl::samples() const { return read_through(samples_, samples_host_); }
+
+int64_t ActivationFakeQuantImpl::read_through(const at::Tensor& buffer, HostCopy& copy) {
+  const int64_t version = buffer._version();
+  if (copy.version.load() != version) {
+    copy.value.store(buffer.scalar_type() == at::kBool ? int64_t{buffer.item<bool>()} : buffer.item<int64_t>());
+    copy.version.store(version);
+  }
+  return copy.value.load();
+}
+
+void ActivationFakeQuantImpl::wrote(const at::Tensor& buffer, HostCopy& copy, int64_t value) {
+  copy.value.store(value);
+  copy.version.store(buffer._version());
+}
 
 QParams ActivationFakeQuantImpl::qparams() const {
   return {static_cast<double>(scale_.item<float>()), static_cast<int64_t>(zero_point_.item<int32_t>())};
@@ -115,8 +135,10 @@ at::Tensor ActivationFakeQuantImpl::observe(const at::Tensor& x) {
   at::fused_moving_avg_obs_fake_quant(extremes, on, on, running_min_, running_max_, scale_, zero_point_,
                                       options_.averaging_constant(), range_.qmin, range_.qmax,
                                       /*ch_axis=*/0, /*per_row_fake_quant=*/false, /*symmetric_quant=*/false);
-  // Counted on the device: no synchronization.
+  // Counted on the device, and on the host: no synchronization.
+  const int64_t seen = samples();
   samples_.add_(1);
+  wrote(samples_, samples_host_, seen + 1);
   return fake_quantize_with(x, scale_, zero_point_);
 }
 

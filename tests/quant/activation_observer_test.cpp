@@ -317,5 +317,47 @@ TEST(ActivationFakeQuantTest, RejectsBadOptionsAndInputs) {
   EXPECT_EQ(observer->samples(), 0);
 }
 
+// Copies every buffer of `from` into `to` in place, as loading a model file does.
+void copy_buffers(const ActivationFakeQuant& from, ActivationFakeQuant& to) {
+  for (const auto& item : to->named_buffers()) {
+    c10::NoGradGuard no_grad;
+    item.value().copy_(buffer(from, item.key()));
+  }
+}
+
+TEST(ActivationFakeQuantTest, HostStateFollowsBuffersWrittenFromOutside) {
+  ActivationFakeQuant calibrated;
+  const at::Tensor x = at::randn({16, 5}) * 2.0;
+  calibrated->calibrate(x);
+  calibrated->calibrate(x + 1.0);
+  calibrated->freeze();
+  ActivationFakeQuant loaded;
+  // Read once, so that the host copies hold the fresh state before the load.
+  ASSERT_FALSE(loaded->is_frozen());
+  ASSERT_EQ(loaded->samples(), 0);
+  copy_buffers(calibrated, loaded);
+  EXPECT_TRUE(loaded->is_frozen());
+  EXPECT_EQ(loaded->samples(), 2);
+  loaded->train();
+  const auto before = snapshot(loaded);
+  EXPECT_TRUE(same_bytes(loaded(x * 3.0), calibrated(x * 3.0)));
+  expect_state_unchanged(loaded, before);  // frozen: training mode observes nothing
+
+  // Back to a never-observed state: x passes through unchanged again.
+  copy_buffers(ActivationFakeQuant(), loaded);
+  EXPECT_FALSE(loaded->is_frozen());
+  EXPECT_EQ(loaded->samples(), 0);
+  loaded->eval();
+  EXPECT_TRUE(same_bytes(loaded(x), x));
+  // The observer's own writes keep the copies current.
+  loaded->train();
+  loaded(x);
+  EXPECT_EQ(loaded->samples(), 1);
+  loaded->freeze();
+  EXPECT_TRUE(loaded->is_frozen());
+  loaded->unfreeze();
+  EXPECT_FALSE(loaded->is_frozen());
+}
+
 }  // namespace
 }  // namespace qtft::quant

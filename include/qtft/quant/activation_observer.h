@@ -5,6 +5,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <atomic>
 #include <cstdint>
 #include <ostream>
 
@@ -44,8 +45,11 @@ struct ActivationFakeQuantOptions {
 //                         yet, and ATen would invent scale 0.1 and zero point 0, which
 //                         silently clips every negative value to 0.
 //
-// x must be a non-empty float32 tensor. Deciding the mode reads the frozen flag (and, when
-// not observing, the sample count) on the host: on CUDA that is one synchronization per call.
+// x must be a non-empty float32 tensor. Deciding the mode reads host copies of the frozen
+// flag and the sample count, not the buffers, so that a CUDA step does not synchronize once
+// per observer. The copies follow every change the observer makes, and a change made to
+// the buffers from outside (a load copies into them) is seen through the buffers' version
+// counters, which live on the host, and read back once.
 class ActivationFakeQuantImpl : public torch::nn::Module {
  public:
   explicit ActivationFakeQuantImpl(ActivationFakeQuantOptions options = {});
@@ -81,6 +85,17 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
   // The int64 "on" flag the fused op takes, kept on the device of the latest input.
   const at::Tensor& on_flag(const at::Device& device);
 
+  // A buffer's value as last read on the host, and the buffer's version then. Atomic because
+  // concurrent forecasts may refresh it at once (all with the same value).
+  struct HostCopy {
+    std::atomic<int64_t> value{0};
+    std::atomic<int64_t> version{-1};
+  };
+  // The buffer's value, read from the device only when its version moved.
+  static int64_t read_through(const at::Tensor& buffer, HostCopy& copy);
+  // Records a value the observer itself just wrote into the buffer.
+  static void wrote(const at::Tensor& buffer, HostCopy& copy, int64_t value);
+
   ActivationFakeQuantOptions options_;
   QuantRange range_;
   at::Tensor running_min_;
@@ -90,6 +105,8 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
   at::Tensor samples_;
   at::Tensor frozen_;
   at::Tensor on_flag_;
+  mutable HostCopy samples_host_;
+  mutable HostCopy frozen_host_;
 };
 TORCH_MODULE(ActivationFakeQuant);
 

@@ -131,6 +131,7 @@ at::Tensor ActivationFakeQuantImpl::observe(const at::Tensor& x) {
     c10::NoGradGuard no_grad;
     auto [min, max] = at::aminmax(x);
     extremes = at::stack({min, max});
+    if (extremes_reducer_) extremes_reducer_(extremes);
   }
   at::fused_moving_avg_obs_fake_quant(extremes, on, on, running_min_, running_max_, scale_, zero_point_,
                                       options_.averaging_constant(), range_.qmin, range_.qmax,

@@ -56,6 +56,10 @@ std::vector<ObserverStats> observer_stats(torch::nn::Module& module) {
   return out;
 }
 
+void set_extremes_reducer(torch::nn::Module& module, const ActivationFakeQuantImpl::ExtremesReducer& reducer) {
+  for (auto& [name, observer] : find_observers(module)) observer->set_extremes_reducer(reducer);
+}
+
 void freeze_observers(torch::nn::Module& module) {
   for (auto& [_, observer] : find_observers(module)) observer->freeze();
 }

@@ -12,6 +12,8 @@
 #include "qtft/common/error.h"
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
+#include "qtft/dist/collective.h"
+#include "qtft/dist/data_parallel.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/quant/observers.h"
@@ -186,8 +188,11 @@ double Trainer::train_step(const std::vector<size_t>& indices) {
   }
   auto batch = data::make_batch(*dataset_, data::Split::Train, indices);
   at::Tensor loss;
-  random_.run([&] { loss = training_step(model_, *optimizer_, batch, options_.clip_norm, device_); });
-  const double value = loss.item<double>();  // waits for the step on CUDA
+  std::function<void()> average;
+  if (group_) average = [this] { dist::average_gradients(*group_, model_->parameters()); };
+  random_.run([&] { loss = training_step(model_, *optimizer_, batch, options_.clip_norm, device_, average); });
+  double value = loss.item<double>();  // waits for the step on CUDA
+  if (group_) value = dist::mean_over_ranks(*group_, value);
   if (track_memory_) {
     const int64_t step_peak = memory::memory_stats(device_).peak_bytes - held_before + state_before;
     epoch_peak_memory_ = std::max(epoch_peak_memory_, step_peak);
@@ -239,12 +244,37 @@ bool Trainer::end_epoch(EpochSummary& s, const std::function<bool()>& stop_reque
   return true;
 }
 
+void Trainer::set_data_parallel(std::shared_ptr<dist::Collective> group) { group_ = std::move(group); }
+
 TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>& stop_requested) {
   TrainResult result;
   auto run_start = Clock::now();
   const size_t windows = dataset_->num_windows(data::Split::Train);
-  data::BatchOrder order(windows, options_.batch_size, options_.seed, true);
-  size_t batches = order.num_batches();
+  const size_t ranks = group_ ? static_cast<size_t>(group_->world_size()) : 1;
+  const size_t rank = group_ ? static_cast<size_t>(group_->rank()) : 0;
+  const size_t global_batch = options_.batch_size * ranks;
+  data::BatchOrder order(windows, global_batch, options_.seed, true);
+  // Under data parallelism only whole global batches, so that every rank has its share.
+  size_t batches = group_ ? windows / global_batch : order.num_batches();
+  if (group_ && batches == 0) {
+    throw Error("data parallelism: the training split has " + std::to_string(windows) + " windows, fewer than one " +
+                "global batch of " + std::to_string(global_batch) + " (--batch-size x " + std::to_string(ranks) +
+                " ranks)");
+  }
+  // The observers reduce over the group for this run only, whichever way it ends.
+  struct ObserversReduceOverRanks {
+    ObserversReduceOverRanks(model::TemporalFusionTransformer model, std::shared_ptr<dist::Collective> group)
+        : model(std::move(model)), active(group != nullptr) {
+      if (!active) return;
+      quant::set_extremes_reducer(*this->model, [group](at::Tensor& min_max) { dist::reduce_extremes(*group, min_max); });
+    }
+    ~ObserversReduceOverRanks() {
+      if (active) quant::set_extremes_reducer(*model, {});
+    }
+    model::TemporalFusionTransformer model;
+    bool active;
+  } reduce_over_ranks(model_, group_);
+  if (group_) dist::broadcast_weights(*group_, *model_);
   if (options_.max_batches_per_epoch > 0) {
     batches = std::min(batches, static_cast<size_t>(options_.max_batches_per_epoch));
   }
@@ -260,19 +290,24 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
     int64_t samples_this_run = 0;
     const auto start_batch = static_cast<size_t>(state_.batches_done_in_epoch);
     for (size_t b = start_batch; b < batches; ++b) {
-      size_t first = b * options_.batch_size;
+      // This rank's slice of the global batch (all of it without data parallelism).
+      const size_t global_first = b * global_batch;
+      const size_t global_end = std::min(global_first + global_batch, windows);
+      const size_t first = group_ ? global_first + rank * options_.batch_size : global_first;
+      const size_t end = group_ ? first + options_.batch_size : global_end;
       std::vector<size_t> indices(epoch_order.begin() + static_cast<std::ptrdiff_t>(first),
-                                  epoch_order.begin() + static_cast<std::ptrdiff_t>(std::min(first + options_.batch_size, windows)));
+                                  epoch_order.begin() + static_cast<std::ptrdiff_t>(end));
+      const auto global_size = static_cast<int64_t>(global_end - global_first);
       double loss = train_step(indices);
       if (!std::isfinite(loss)) {
         throw Error("training diverged: the loss became " + std::to_string(loss) + " at epoch " +
                     std::to_string(epoch) + ", batch " + std::to_string(b + 1) +
                     "; try a lower --learning-rate or a --clip-norm");
       }
-      state_.epoch_loss_sum += loss * static_cast<double>(indices.size());
-      state_.epoch_samples += static_cast<int64_t>(indices.size());
+      state_.epoch_loss_sum += loss * static_cast<double>(global_size);
+      state_.epoch_samples += global_size;
       state_.batches_done_in_epoch = static_cast<int64_t>(b + 1);
-      samples_this_run += static_cast<int64_t>(indices.size());
+      samples_this_run += global_size;
       double elapsed = seconds_since(epoch_start);
       double rate = static_cast<double>(samples_this_run) / std::max(elapsed, 1e-9);
       double done_here = static_cast<double>(b + 1 - start_batch);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <ostream>
 
 #include "qtft/quant/quant_params.h"
@@ -64,6 +65,13 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
   // Stops (and restarts) observation; scale and zero point stay exactly as they are.
   void freeze();
   void unfreeze();
+
+  // Data parallelism: called on each observation with the batch's [min, max] (float [2],
+  // on x's device) before the moving average takes it in, to replace them in place by the
+  // min and max over every process, so that all of them update to the same scale and zero
+  // point. Empty (the default): this process's batch alone.
+  using ExtremesReducer = std::function<void(at::Tensor& min_max)>;
+  void set_extremes_reducer(ExtremesReducer reducer) { extremes_reducer_ = std::move(reducer); }
   bool is_frozen() const;
 
   int64_t samples() const;
@@ -105,6 +113,7 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
   at::Tensor samples_;
   at::Tensor frozen_;
   at::Tensor on_flag_;
+  ExtremesReducer extremes_reducer_;
   mutable HostCopy samples_host_;
   mutable HostCopy frozen_host_;
 };

@@ -17,6 +17,10 @@ namespace torch::optim {
 class Adam;
 }
 
+namespace qtft::dist {
+class Collective;
+}
+
 namespace qtft::train {
 
 struct TrainResult {
@@ -53,6 +57,16 @@ class Trainer {
   // interrupted and state() resumes exactly at the next batch.
   TrainResult fit(ProgressReporter& progress, const std::function<bool()>& stop_requested = {});
 
+  // Data-parallel training over `group`: every rank runs its own Trainer on the same data,
+  // options and seed. fit() then starts from rank 0's weights, takes global batches of
+  // batch_size x world_size windows in the seeded order and gives each rank its slice
+  // (the epoch's last, partial global batch is left out, so that every rank steps with
+  // batch_size windows), averages gradients before each step (dist::average_gradients),
+  // reports losses averaged over ranks, and makes every observer update from the min and
+  // max over all ranks. Every rank ends with bitwise the same weights and observers; the
+  // caller decides who prints and writes.
+  void set_data_parallel(std::shared_ptr<dist::Collective> group);
+
   // A snapshot for a resumable checkpoint (CPU copies).
   infer::TrainingState state() const;
   // The best epoch's weights, or the current ones before any epoch finished.
@@ -76,6 +90,7 @@ class Trainer {
   infer::TrainingState state_;
   infer::NamedTensors best_weights_;
   memory::CpuRandomStream random_;
+  std::shared_ptr<dist::Collective> group_;
   bool checkpoint_policy_chosen_ = false;
   int64_t peak_without_checkpointing_ = -1;  // measured by the auto policy
   bool track_memory_ = false;                // the device's memory is counted (set by fit)

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "qtft/dist/collective.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace qtft::dist {
+
+// What data-parallel training asks of the group, on top of Collective's operations.
+
+// Replaces an observer's batch [min, max] (float [2]) by the min and max over all ranks, in
+// one all-reduce (the max of [-min, max]; negation is exact).
+void reduce_extremes(Collective& group, at::Tensor& min_max);
+
+// Replaces each parameter's gradient by its mean over all ranks. The gradients are packed
+// into buckets of at most bucket_bytes, one all-reduce per bucket, so that a model of a
+// hundred tensors costs a few collectives, not a hundred. Gloo's ring all-reduce hands every
+// rank the same sums, so every rank steps with bitwise the same gradients. Parameters
+// without a gradient are left out, as the optimizer leaves them; every rank runs the same
+// graph, so every rank leaves out the same ones.
+void average_gradients(Collective& group, const std::vector<at::Tensor>& parameters,
+                       int64_t bucket_bytes = int64_t{8} << 20);
+
+// Rank 0's parameters and buffers (observer state included) on every rank.
+void broadcast_weights(Collective& group, torch::nn::Module& module);
+
+// The mean of one value over all ranks.
+double mean_over_ranks(Collective& group, double value);
+
+}  // namespace qtft::dist

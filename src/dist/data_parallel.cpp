@@ -1,0 +1,77 @@
+#include "qtft/dist/data_parallel.h"
+
+#include <ATen/ops/cat.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros_like.h>
+#include <c10/core/GradMode.h>
+#include <torch/nn/module.h>
+
+namespace qtft::dist {
+
+void reduce_extremes(Collective& group, at::Tensor& min_max) {
+  std::vector<at::Tensor> t{at::cat({-min_max.narrow(0, 0, 1), min_max.narrow(0, 1, 1)}).contiguous()};
+  group.all_reduce(t, ReduceOp::max);
+  min_max = at::cat({-t[0].narrow(0, 0, 1), t[0].narrow(0, 1, 1)});
+}
+
+void average_gradients(Collective& group, const std::vector<at::Tensor>& parameters, int64_t bucket_bytes) {
+  c10::NoGradGuard no_grad;
+  const double ranks = static_cast<double>(group.world_size());
+  size_t first = 0;
+  while (first < parameters.size()) {
+    // One bucket: consecutive parameters of one dtype and device, up to bucket_bytes (at
+    // least one parameter, however large).
+    std::vector<at::Tensor> grads;
+    int64_t bytes = 0;
+    size_t end = first;
+    while (end < parameters.size()) {
+      const at::Tensor& p = parameters[end];
+      const int64_t size = p.numel() * static_cast<int64_t>(p.element_size());
+      if (!grads.empty() && (bytes + size > bucket_bytes || p.scalar_type() != parameters[first].scalar_type() ||
+                             p.device() != parameters[first].device())) {
+        break;
+      }
+      if (p.grad().defined()) grads.push_back(p.grad().reshape({-1}));
+      bytes += size;
+      ++end;
+    }
+    if (grads.empty()) {
+      first = end;
+      continue;
+    }
+    std::vector<at::Tensor> bucket{at::cat(grads)};
+    group.all_reduce(bucket, ReduceOp::sum);
+    bucket[0].div_(ranks);
+    int64_t offset = 0;
+    for (size_t i = first; i < end; ++i) {
+      at::Tensor p = parameters[i];
+      if (!p.grad().defined()) continue;
+      p.mutable_grad().copy_(bucket[0].narrow(0, offset, p.numel()).view(p.sizes()));
+      offset += p.numel();
+    }
+    first = end;
+  }
+}
+
+void broadcast_weights(Collective& group, torch::nn::Module& module) {
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> tensors;
+  for (const auto& p : module.parameters()) tensors.push_back(p);
+  for (const auto& b : module.buffers()) tensors.push_back(b);
+  // One tensor per call: Gloo's broadcast takes a list of replicas of one tensor, not many.
+  // Received into a copy and copied in with ATen, so that the tensors' version counters
+  // move (observers read their state through them).
+  for (auto& t : tensors) {
+    std::vector<at::Tensor> one{t.clone()};
+    group.broadcast(one, 0);
+    t.copy_(one[0]);
+  }
+}
+
+double mean_over_ranks(Collective& group, double value) {
+  std::vector<at::Tensor> t{at::scalar_tensor(value, at::kDouble).reshape({1})};
+  group.all_reduce(t, ReduceOp::sum);
+  return t[0].item<double>() / static_cast<double>(group.world_size());
+}
+
+}  // namespace qtft::dist

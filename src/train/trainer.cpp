@@ -25,6 +25,26 @@
 namespace qtft::train {
 namespace {
 
+// Under data parallelism the observers update from the min and max over all ranks, for one
+// fit() only, however it ends (dist::reduce_extremes).
+class ObserversReduceOverRanks {
+ public:
+  ObserversReduceOverRanks(model::TemporalFusionTransformer model, const std::shared_ptr<dist::Collective>& group)
+      : model_(std::move(model)), active_(group != nullptr) {
+    if (!active_) return;
+    quant::set_extremes_reducer(*model_, [group](at::Tensor& min_max) { dist::reduce_extremes(*group, min_max); });
+  }
+  ~ObserversReduceOverRanks() {
+    if (active_) quant::set_extremes_reducer(*model_, {});
+  }
+  ObserversReduceOverRanks(const ObserversReduceOverRanks&) = delete;
+  ObserversReduceOverRanks& operator=(const ObserversReduceOverRanks&) = delete;
+
+ private:
+  model::TemporalFusionTransformer model_;
+  bool active_;
+};
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -261,19 +281,7 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
                 "global batch of " + std::to_string(global_batch) + " (--batch-size x " + std::to_string(ranks) +
                 " ranks)");
   }
-  // The observers reduce over the group for this run only, whichever way it ends.
-  struct ObserversReduceOverRanks {
-    ObserversReduceOverRanks(model::TemporalFusionTransformer model, std::shared_ptr<dist::Collective> group)
-        : model(std::move(model)), active(group != nullptr) {
-      if (!active) return;
-      quant::set_extremes_reducer(*this->model, [group](at::Tensor& min_max) { dist::reduce_extremes(*group, min_max); });
-    }
-    ~ObserversReduceOverRanks() {
-      if (active) quant::set_extremes_reducer(*model, {});
-    }
-    model::TemporalFusionTransformer model;
-    bool active;
-  } reduce_over_ranks(model_, group_);
+  const ObserversReduceOverRanks reduce_over_ranks(model_, group_);
   if (group_) dist::broadcast_weights(*group_, *model_);
   if (options_.max_batches_per_epoch > 0) {
     batches = std::min(batches, static_cast<size_t>(options_.max_batches_per_epoch));

@@ -1,12 +1,8 @@
 // The process group adapter: the torchrun environment is read with clear errors, and two
 // Gloo ranks on loopback (threads of this process) reduce and broadcast exactly; a rank
 // whose peer never comes ends with an error within its timeout.
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
@@ -14,11 +10,11 @@
 
 #include <chrono>
 #include <map>
-#include <thread>
 
 #include "qtft/common/error.h"
 #include "qtft/dist/collective.h"
 #include "qtft/dist/environment.h"
+#include "support/loopback_ranks.h"
 
 namespace qtft::dist {
 namespace {
@@ -75,59 +71,27 @@ TEST(DistributedEnvironment, BadValuesNameTheVariable) {
   EXPECT_THAT(usage_error(missing), HasSubstr("RANK is not set"));
 }
 
-// A port nothing listens on now (bound, then released).
-int64_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-DistributedEnvironment local_rank(int64_t rank, int64_t world_size, int64_t port) {
-  DistributedEnvironment e;
-  e.rank = e.local_rank = rank;
-  e.world_size = world_size;
-  e.master_addr = "127.0.0.1";
-  e.master_port = port;
-  return e;
-}
-
 TEST(Collective, TwoRanksReduceAndBroadcastExactly) {
-  const int64_t port = free_port();
   std::vector<at::Tensor> sums(2), mins(2), maxes(2), broadcast(2);
-  std::vector<std::string> errors(2);
-  auto rank_main = [&](int64_t rank) {
-    try {
-      auto group = Collective::connect(local_rank(rank, 2, port), std::chrono::seconds(30));
-      EXPECT_EQ(group.rank(), rank);
-      EXPECT_EQ(group.world_size(), 2);
-      // Values whose sum is exact in float, so that the result is known bit for bit.
-      std::vector<at::Tensor> t{at::tensor({1.5f, -2.0f, 0.25f}) * static_cast<float>(rank + 1)};
-      group.all_reduce(t, ReduceOp::sum);
-      sums[rank] = t[0];
-      std::vector<at::Tensor> lo{at::tensor({static_cast<float>(rank), 5.0f - rank})};
-      group.all_reduce(lo, ReduceOp::min);
-      mins[rank] = lo[0];
-      std::vector<at::Tensor> hi{at::tensor({static_cast<float>(rank), 5.0f - rank})};
-      group.all_reduce(hi, ReduceOp::max);
-      maxes[rank] = hi[0];
-      std::vector<at::Tensor> b{at::full({2, 2}, rank == 0 ? 7.0f : -1.0f)};
-      group.broadcast(b, 0);
-      broadcast[rank] = b[0];
-      group.barrier();
-    } catch (const std::exception& e) {
-      errors[rank] = e.what();
-    }
-  };
-  std::thread other(rank_main, 1);
-  rank_main(0);
-  other.join();
+  const auto errors = test::run_loopback_ranks(2, [&](int64_t rank, int64_t port) {
+    auto group = Collective::connect(test::loopback_rank(rank, 2, port), std::chrono::seconds(30));
+    EXPECT_EQ(group.rank(), rank);
+    EXPECT_EQ(group.world_size(), 2);
+    // Values whose sum is exact in float, so that the result is known bit for bit.
+    std::vector<at::Tensor> t{at::tensor({1.5f, -2.0f, 0.25f}) * static_cast<float>(rank + 1)};
+    group.all_reduce(t, ReduceOp::sum);
+    sums[rank] = t[0];
+    std::vector<at::Tensor> lo{at::tensor({static_cast<float>(rank), 5.0f - rank})};
+    group.all_reduce(lo, ReduceOp::min);
+    mins[rank] = lo[0];
+    std::vector<at::Tensor> hi{at::tensor({static_cast<float>(rank), 5.0f - rank})};
+    group.all_reduce(hi, ReduceOp::max);
+    maxes[rank] = hi[0];
+    std::vector<at::Tensor> b{at::full({2, 2}, rank == 0 ? 7.0f : -1.0f)};
+    group.broadcast(b, 0);
+    broadcast[rank] = b[0];
+    group.barrier();
+  });
   ASSERT_EQ(errors[0], "");
   ASSERT_EQ(errors[1], "");
   for (int rank = 0; rank < 2; ++rank) {
@@ -141,7 +105,7 @@ TEST(Collective, TwoRanksReduceAndBroadcastExactly) {
 TEST(Collective, ARendezvousWithoutItsPeerFailsWithinTheTimeout) {
   const auto start = std::chrono::steady_clock::now();
   try {
-    Collective::connect(local_rank(0, 2, free_port()), std::chrono::seconds(2));
+    Collective::connect(test::loopback_rank(0, 2, test::free_port()), std::chrono::seconds(2));
     FAIL() << "a group of two formed with one rank";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("distributed: the rendezvous at 127.0.0.1:"));

@@ -1,12 +1,8 @@
 // Data-parallel training on two Gloo ranks (threads of this process, loopback): both ranks
 // end with bitwise the same weights and observers, and the run matches one process taking
 // the two ranks' batches as one.
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <ATen/ops/equal.h>
 
@@ -14,31 +10,19 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include "qtft/dist/collective.h"
 #include "qtft/infer/model_io.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
 #include "qtft/train/trainer.h"
+#include "support/loopback_ranks.h"
 #include "support/tiny_model.h"
 
 namespace qtft::dist {
 namespace {
 
 const c10::Device kCpu(c10::kCPU);
-
-int64_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 // Dropout draws from each process's own generator, so the comparison runs without it.
 model::TftOptions options_for(const data::Dataset& d, bool qat) {
@@ -77,26 +61,12 @@ infer::NamedTensors train(const std::shared_ptr<const data::Dataset>& d, model::
 // Two ranks of batch_size each, one thread per rank.
 std::vector<infer::NamedTensors> train_two_ranks(const std::shared_ptr<const data::Dataset>& d, bool qat,
                                                  size_t batch_size, int64_t batches) {
-  const int64_t port = free_port();
   std::vector<model::TemporalFusionTransformer> models{initial_model(*d, qat), initial_model(*d, qat)};
   std::vector<infer::NamedTensors> weights(2);
-  std::vector<std::string> errors(2);
-  auto rank_main = [&](int64_t rank) {
-    try {
-      DistributedEnvironment env;
-      env.rank = env.local_rank = rank;
-      env.world_size = 2;
-      env.master_addr = "127.0.0.1";
-      env.master_port = port;
-      auto group = std::make_shared<Collective>(Collective::connect(env, std::chrono::seconds(60)));
-      weights[rank] = train(d, models[rank], batch_size, batches, group);
-    } catch (const std::exception& e) {
-      errors[rank] = e.what();
-    }
-  };
-  std::thread other(rank_main, 1);
-  rank_main(0);
-  other.join();
+  const auto errors = test::run_loopback_ranks(2, [&](int64_t rank, int64_t port) {
+    auto group = std::make_shared<Collective>(Collective::connect(test::loopback_rank(rank, 2, port), std::chrono::seconds(60)));
+    weights[rank] = train(d, models[rank], batch_size, batches, group);
+  });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
   return weights;

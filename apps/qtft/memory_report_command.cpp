@@ -113,7 +113,7 @@ void add_memory_report_command(CLI::App& app) {
   add_model_flags(*cmd, flags->model);
   cmd->add_flag("--use-qat", flags->qat.use_qat, "Quantization-aware training: fake-quantized weights and activations");
   cmd->add_option("--weight-bits", flags->qat.weight_bits, "Weight bit width: 8 or 4")->capture_default_str();
-  cmd->add_option("--activation-bits", flags->qat.activation_bits, "Activation bit width: 8, or 7 for exact integer products on CPUs without VNNI")->capture_default_str();
+  cmd->add_option("--activation-bits", flags->qat.activation_bits, kActivationBitsHelp)->capture_default_str();
   add_training_flags(*cmd, flags->train, flags->lr_schedule);
   add_runtime_flags(*cmd, flags->runtime);
   cmd->add_option("--checkpoint-policy", flags->checkpoint_policy,

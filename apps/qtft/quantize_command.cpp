@@ -30,7 +30,7 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--calibration-batches", flags->qat.calibration_batches, "Training batches to calibrate on")
       ->capture_default_str();
   cmd->add_option("--weight-bits", flags->qat.weight_bits, "Weight bit width: 8 or 4")->capture_default_str();
-  cmd->add_option("--activation-bits", flags->qat.activation_bits, "Activation bit width: 8, or 7 for exact integer products on CPUs without VNNI")->capture_default_str();
+  cmd->add_option("--activation-bits", flags->qat.activation_bits, kActivationBitsHelp)->capture_default_str();
   cmd->add_flag("--verbose", flags->qat.verbose, "List every observer");
   cmd->add_option("--seed", flags->seed, "Seed of the calibration batch order")->capture_default_str();
   cmd->add_option("--save-model", flags->save_model, "Where to write the quantized model")

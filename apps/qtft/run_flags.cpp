@@ -42,7 +42,7 @@ void add_qat_flags(CLI::App& cmd, QatFlags& f) {
   cmd.add_flag("--freeze-qat-observers", f.freeze_observers,
                "Freeze every observer (scale and zero point fixed) from the start of training");
   cmd.add_option("--weight-bits", f.weight_bits, "Weight bit width: 8 or 4")->capture_default_str();
-  cmd.add_option("--activation-bits", f.activation_bits, "Activation bit width: 8, or 7 for exact integer products on CPUs without VNNI")->capture_default_str();
+  cmd.add_option("--activation-bits", f.activation_bits, kActivationBitsHelp)->capture_default_str();
   cmd.add_flag("--verbose", f.verbose, "List every observer, not only the widest ranges");
   cmd.add_flag("--two-phase", f.two_phase,
                "The QAT recipe in one run: calibrate, train --qat-live-epochs with live observers, freeze, continue");

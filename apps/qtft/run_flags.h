@@ -13,6 +13,10 @@ class Validator;
 
 namespace qtft::cli {
 
+// --activation-bits, as every command that quantizes explains it.
+inline constexpr const char* kActivationBitsHelp =
+    "Activation bit width: 8, or 7 for exact integer products on CPUs without VNNI";
+
 // Architecture flags; applied to the options built from the data.
 using ModelFlags = model::Architecture;
 

@@ -5,7 +5,6 @@
 #include <ATen/ops/quantile.h>
 #include <c10/core/GradMode.h>
 
-#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -18,10 +17,8 @@ namespace {
 
 // The position of the 0.5 quantile among the model's levels (the middle one without it).
 int64_t median_index(const std::vector<double>& levels) {
-  for (size_t i = 0; i < levels.size(); ++i) {
-    if (std::abs(levels[i] - 0.5) < 1e-12) return static_cast<int64_t>(i);
-  }
-  return static_cast<int64_t>(levels.size() / 2);
+  const int64_t median = quantile_index(levels, 0.5);
+  return median >= 0 ? median : static_cast<int64_t>(levels.size() / 2);
 }
 
 }  // namespace

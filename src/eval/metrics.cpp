@@ -14,22 +14,21 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Quantiles arrive as parsed decimals, so 0.5 and 0.9 are matched with a small tolerance.
-int64_t index_of(const std::vector<double>& quantiles, double q) {
+double pinball(double q, double error) { return std::max(q * error, (q - 1.0) * error); }
+
+}  // namespace
+
+int64_t quantile_index(const std::vector<double>& quantiles, double q) {
   for (size_t i = 0; i < quantiles.size(); ++i) {
     if (std::abs(quantiles[i] - q) < 1e-9) return static_cast<int64_t>(i);
   }
   return -1;
 }
 
-double pinball(double q, double error) { return std::max(q * error, (q - 1.0) * error); }
-
-}  // namespace
-
 MetricsAccumulator::MetricsAccumulator(std::vector<double> quantiles) : quantiles_(std::move(quantiles)) {
   check_quantiles(quantiles_);
-  median_ = index_of(quantiles_, 0.5);
-  q90_ = index_of(quantiles_, 0.9);
+  median_ = quantile_index(quantiles_, 0.5);
+  q90_ = quantile_index(quantiles_, 0.9);
 }
 
 void MetricsAccumulator::add(const at::Tensor& forecast, const at::Tensor& target) {

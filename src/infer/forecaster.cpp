@@ -108,6 +108,7 @@ Forecaster Forecaster::load(const std::filesystem::path& path, const ForecasterO
   loaded.model->eval();
   loaded.model->set_checkpoint_policy(memory::CheckpointPolicy::None);
   loaded.file.weights.clear();  // the model holds them; a second copy would double the memory
+  loaded.file.quantized_weights.clear();  // likewise: the integer products hold their own
   loaded.file.training.reset();
   return Forecaster(std::make_shared<const State>(State{path.string(), std::move(loaded.file), loaded.model, device, kernels}));
 }

@@ -24,6 +24,10 @@ struct ForecastMetrics {
 // Accumulates ForecastMetrics over batches of any size. Sums are kept in double on the
 // CPU and visited in a fixed order, so feeding the batches one by one gives exactly the
 // figures of one batch holding all of them.
+// The position of level q among the quantile levels (matched within 1e-9: they arrive as
+// parsed decimals), or -1 when absent.
+int64_t quantile_index(const std::vector<double>& quantiles, double q);
+
 class MetricsAccumulator {
  public:
   explicit MetricsAccumulator(std::vector<double> quantiles);  // throws on a bad quantile list

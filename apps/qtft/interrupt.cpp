@@ -25,7 +25,18 @@ extern "C" void on_signal(int signal) {
   g_interrupted = 1;
 }
 
+volatile std::sig_atomic_t g_signals_counted = 0;
+
+extern "C" void count_signal(int) { g_signals_counted = g_signals_counted + 1; }
+
 }  // namespace
+
+void install_interrupt_counter() {
+  std::signal(SIGINT, count_signal);
+  std::signal(SIGTERM, count_signal);
+}
+
+int interrupts_received() { return static_cast<int>(g_signals_counted); }
 
 void install_interrupt_handler() {
   std::signal(SIGINT, on_signal);

@@ -9,6 +9,12 @@ namespace qtft::cli {
 void install_interrupt_handler();
 bool interrupt_requested();
 
+// For a process that only launches workers (train --nproc): each SIGINT or SIGTERM is
+// counted, nothing more; the launcher passes every one on to the workers, which act on it
+// as above (the first stops and saves, a second ends them).
+void install_interrupt_counter();
+int interrupts_received();
+
 // For its lifetime (a file being saved), a second signal does not end the process at
 // once: it does so when the save is complete. (A signal mask would not do: LibTorch's
 // worker threads would still take the signal.)

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "exit_code.h"
+#include "local_launch.h"
 #include "qtft/common/error.h"
 #include "qtft/memory/memory_tracker.h"
 
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   // tracking allocator handed out, and oneDNN frees through whichever CPU allocator is
   // installed at the time, so it must not change under live buffers.
   qtft::memory::install_cpu_memory_tracking();
+  qtft::cli::remember_command_line(argc, argv);
   CLI::App app{"qtft: Temporal Fusion Transformer forecasting with quantization-aware training", "qtft"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "qtft 0.1.0");

@@ -1,7 +1,10 @@
 // `qtft train`: data -> model -> trained model file and metrics. The steps are library
 // calls; this file only wires flags to them and prints.
+#include <ATen/Parallel.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -13,9 +16,12 @@
 #include "data_flags.h"
 #include "exit_code.h"
 #include "interrupt.h"
+#include "local_launch.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/dataset_summary.h"
+#include "qtft/dist/collective.h"
+#include "qtft/dist/environment.h"
 #include "qtft/eval/baselines.h"
 #include "qtft/eval/compare_accuracy.h"
 #include "qtft/infer/model_io.h"
@@ -45,6 +51,8 @@ struct TrainFlags {
   std::string save_model, load_model, metrics_json;
   bool resume = false;
   bool epochs_given = false;  // --epochs on the command line (a resumed run keeps its own otherwise)
+  int64_t nproc = 1;          // > 1: launch that many local data-parallel workers
+  int64_t dist_timeout_s = 300;
 };
 
 // What a checkpoint records of the command that made it, so that
@@ -63,7 +71,7 @@ nlohmann::json run_record(const TrainFlags& f, const std::string& save_path) {
 
 // --resume: what the command line leaves out comes from the checkpoint's record: the data,
 // the save path and the epoch budget of the original run. Returns the checkpoint, read once.
-infer::ModelFile continue_recorded_run(TrainFlags& f) {
+infer::ModelFile continue_recorded_run(TrainFlags& f, bool print) {
   auto file = infer::load_model_file(f.load_model);
   if (!file.training) throw Error(f.load_model + ": holds no training state to --resume from");
   const auto& record = file.training->run;
@@ -85,7 +93,7 @@ infer::ModelFile continue_recorded_run(TrainFlags& f) {
     throw Error(f.load_model + ": malformed record of the run to resume: " + e.what());
   }
   if (!f.save_model.empty()) io::check_writable(f.save_model, "--save-model (from the checkpoint)");
-  std::cout << "Continuing the run of " << f.load_model << ": " << f.train.epochs << " epochs"
+  if (print) std::cout << "Continuing the run of " << f.load_model << ": " << f.train.epochs << " epochs"
             << (f.save_model.empty() ? "" : ", saving to " + f.save_model) << "\n";
   return file;
 }
@@ -210,43 +218,98 @@ void run_compare_accuracy(const TrainFlags& f) {
   }
 }
 
-void run_train(TrainFlags& f) {
-  // First of all: a Ctrl-C while the data loads still ends in a checkpoint after one step.
-  install_interrupt_handler();
+// The checks a launcher can make before starting workers, so that a bad flag is reported
+// once, not by every worker; each worker makes them again.
+void finish_train_flags(TrainFlags& f) {
   finish_data_flags(f.data);
   f.runtime.apply();
   f.train.lr_schedule = train::parse_lr_schedule(f.lr_schedule);
   f.checkpointing.apply_to(f.train);
+  if (f.qat.compare_accuracy && (!f.load_model.empty() || f.resume)) {
+    throw UsageError("--compare-accuracy trains from scratch: drop --load-model");
+  }
+}
+
+// This process's part in a data-parallel run: a rank of the group torchrun (or --nproc)
+// describes in the environment, or nothing for a run of its own.
+std::shared_ptr<dist::Collective> join_data_parallel_group(const TrainFlags& f, std::chrono::milliseconds timeout) {
+  auto env = dist::distributed_environment();
+  if (!env) return nullptr;
+  if (f.qat.compare_accuracy) throw UsageError("--compare-accuracy trains its models in one process: run it without torchrun");
+  return std::make_shared<dist::Collective>(dist::Collective::connect(*env, timeout));
+}
+
+void run_train(TrainFlags& f) {
+  if (f.dist_timeout_s < 1) throw UsageError("--dist-timeout must be at least 1 second, got " + std::to_string(f.dist_timeout_s));
+  const std::chrono::milliseconds dist_timeout(f.dist_timeout_s * 1000);
+  if (f.nproc > 1) {
+    if (dist::distributed_environment()) {
+      throw UsageError("--nproc starts workers of its own: leave it out under torchrun (WORLD_SIZE is set)");
+    }
+    finish_train_flags(f);
+    if (!f.resume) {
+      train::TrainingSetup probe;
+      probe.dataset = f.data.dataset;
+      probe.architecture = f.model;
+      probe.qat = qat_recipe(f.qat);
+      probe.train = f.train;
+      probe.load_model = f.load_model;
+      train::check_training_setup(probe);
+    }
+    if (f.qat.compare_accuracy) throw UsageError("--compare-accuracy trains its models in one process: drop --nproc");
+    // This process only waits for its workers; it counts Ctrl-C and passes it on.
+    install_interrupt_counter();
+    throw ExitCode{run_as_local_workers(f.nproc, dist_timeout)};
+  }
+  // First of all: a Ctrl-C while the data loads still ends in a checkpoint after one step.
+  install_interrupt_handler();
+  finish_train_flags(f);
+  auto group = join_data_parallel_group(f, dist_timeout);
+  // Rank 0 alone prints and writes files; every rank reports its own errors on stderr.
+  const bool leader = !group || group->rank() == 0;
   if (f.qat.compare_accuracy) {
-    if (!f.load_model.empty() || f.resume) throw UsageError("--compare-accuracy trains from scratch: drop --load-model");
     auto recipe = qat_recipe(f.qat);
     recipe.apply_to(f.train);
     run_compare_accuracy(f);
     return;
   }
   std::optional<infer::ModelFile> checkpoint;
-  if (f.resume && !f.load_model.empty()) checkpoint = continue_recorded_run(f);
+  if (f.resume && !f.load_model.empty()) checkpoint = continue_recorded_run(f, leader);
   finish_data_flags(f.data);
+  auto device = infer::resolve_device(f.runtime.device);
+  if (group && device.is_cuda()) {
+    if (f.runtime.device != "auto") {
+      throw UsageError("--device cuda: data-parallel training runs on CPU (Gloo) for now; NCCL is not built yet");
+    }
+    device = c10::Device(c10::kCPU);
+  }
   train::TrainingSetup setup{f.data.dataset, f.model,  qat_recipe(f.qat), f.train, f.load_model, std::move(checkpoint),
-                             f.resume,       infer::resolve_device(f.runtime.device), {}};
+                             f.resume,       device, {}, group};
   train::check_training_setup(setup);  // flags before data
   // Two runs saving to one file would overwrite each other's work: the second stops here.
   // (Without --save-model only an interrupt writes, to the default checkpoint name.)
   std::optional<io::OutputLock> lock;
-  if (!f.save_model.empty()) lock.emplace(f.save_model);
+  if (leader && !f.save_model.empty()) lock.emplace(f.save_model);
+  if (group && leader) {
+    std::printf("Data parallel: %lld ranks (Gloo), %d threads each; every step takes %zu windows per rank, %zu in "
+                "all\n",
+                static_cast<long long>(group->world_size()), at::get_num_threads(), f.train.batch_size,
+                f.train.batch_size * static_cast<size_t>(group->world_size()));
+  }
 
   const auto& source = f.data.source;
-  if (source.uses_embedded_data()) {
+  if (leader && source.uses_embedded_data()) {
     std::cout << "No --parquet-file or --csv-file given: training on the " << data::describe_source(source) << "\n";
   }
   auto bars = data::load_bars(source);
   ConsolePrinter printer(bars, source, f.qat.verbose, setup.device);
+  train::TrainingEvents quiet;
   setup.stop_requested = interrupt_requested;
   auto run = [&] {
     try {
-      return train::prepare_training(bars, setup, printer);
+      return train::prepare_training(bars, setup, leader ? printer : quiet);
     } catch (const train::Interrupted& e) {
-      std::fprintf(stderr, "\nqtft: %s\n", e.what());
+      if (leader) std::fprintf(stderr, "\nqtft: %s\n", e.what());
       throw ExitCode{130};
     }
   }();
@@ -255,15 +318,26 @@ void run_train(TrainFlags& f) {
   const auto& baselines = run.baselines;
   const auto parameters = infer::count_parameters(*model);
 
-  auto progress = train::make_console_progress(stdout, stdout_is_terminal());
+  auto progress = leader ? train::make_console_progress(stdout, stdout_is_terminal())
+                         : std::make_unique<train::ProgressReporter>();
   auto result = run.trainer->fit(*progress, interrupt_requested);
+  // The other ranks wait until rank 0's files are complete: a launcher that sees one
+  // worker end may stop the rest.
+  auto files_written = [&] {
+    if (group) group->barrier();
+  };
 
   auto out = train::training_model_file(run);
   out.training->run = run_record(f, f.save_model);
   const auto& state = *out.training;
   if (result.interrupted) {
+    if (!leader) {
+      files_written();
+      throw ExitCode{130};
+    }
     std::string path = f.save_model.empty() ? kInterruptedFile : f.save_model;
     save_whole(path, out);
+    files_written();
     std::fprintf(stderr,
                  "\nqtft: interrupted after epoch %lld, batch %lld: saved a resumable checkpoint to %s\n"
                  "continue with: qtft train --resume --load-model %s\n"
@@ -273,6 +347,10 @@ void run_train(TrainFlags& f) {
     throw ExitCode{130};
   }
 
+  if (!leader) {
+    files_written();
+    return;
+  }
   // Report the best epoch's model, which is also what the file holds.
   infer::copy_weights_into(*model, out.weights, "best weights");
   const auto& best = result.best_val;
@@ -305,6 +383,7 @@ void run_train(TrainFlags& f) {
                      {"stopped_early", result.stopped_early}};
     io::write_file_atomically(f.metrics_json, j.dump(2) + "\n");
   }
+  files_written();
   if (interrupt_requested()) {
     // The signal came after the last step: the files above are complete, but say so.
     std::fprintf(stderr, "qtft: interrupted while finishing; %s\n",
@@ -332,6 +411,14 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--resume", flags->resume, "Continue the --load-model run exactly: optimizer, epoch, batch, RNG");
   cmd->add_option("--metrics-json", flags->metrics_json, "Write configuration, per-epoch metrics and summary")
       ->check(writable_file());
+  cmd->add_option("--nproc", flags->nproc,
+                  "Train data-parallel with this many local worker processes (as torchrun --nproc-per-node "
+                  "would); --batch-size is per worker")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--dist-timeout", flags->dist_timeout_s,
+                  "Seconds a data-parallel rank waits for the others (rendezvous, every collective) before failing")
+      ->capture_default_str();
   cmd->callback([flags, cmd] {
     flags->epochs_given = cmd->count("--epochs") > 0;
     run_train(*flags);

@@ -24,6 +24,19 @@ std::string where(const DistributedEnvironment& env) {
   return "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size);
 }
 
+// Gloo's message without its source location ("[.../pair.cc:561] ") and the advice and
+// emoji after the first sentence: "Connection closed by peer [127.0.0.1]:12204".
+std::string plain_message(std::string message) {
+  if (!message.empty() && message.front() == '[') {
+    if (const auto end = message.find("] "); end != std::string::npos) message.erase(0, end + 2);
+  }
+  if (const auto advice = message.find(". This is typically caused"); advice != std::string::npos) {
+    message.erase(advice);
+    message += " (that worker ended or crashed: see its own error)";
+  }
+  return message;
+}
+
 // Runs `operation`, turning c10d's exceptions into a qtft::Error that says which rank failed
 // doing what.
 template <typename F>
@@ -32,9 +45,9 @@ void guarded(const DistributedEnvironment& env, const std::string& what, F&& ope
     operation();
   } catch (const c10::Error& e) {
     // c10's what() carries a C++ backtrace; the message alone says what happened.
-    throw Error("distributed: " + what + " failed on " + where(env) + ": " + e.what_without_backtrace());
+    throw Error("distributed: " + what + " failed on " + where(env) + ": " + plain_message(e.what_without_backtrace()));
   } catch (const std::exception& e) {
-    throw Error("distributed: " + what + " failed on " + where(env) + ": " + e.what());
+    throw Error("distributed: " + what + " failed on " + where(env) + ": " + plain_message(e.what()));
   }
 }
 

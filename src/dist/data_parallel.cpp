@@ -74,4 +74,12 @@ double mean_over_ranks(Collective& group, double value) {
   return t[0].item<double>() / static_cast<double>(group.world_size());
 }
 
+std::function<bool()> stop_on_any_rank(std::shared_ptr<Collective> group, std::function<bool()> local) {
+  return [group = std::move(group), local = std::move(local)] {
+    std::vector<at::Tensor> flag{at::scalar_tensor(local && local() ? 1 : 0, at::kInt).reshape({1})};
+    group->all_reduce(flag, ReduceOp::max);
+    return flag[0].item<int>() != 0;
+  };
+}
+
 }  // namespace qtft::dist

@@ -281,6 +281,8 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
                 "global batch of " + std::to_string(global_batch) + " (--batch-size x " + std::to_string(ranks) +
                 " ranks)");
   }
+  // Every rank must leave at the same step, whichever of them was asked to stop.
+  const auto stop = group_ ? dist::stop_on_any_rank(group_, stop_requested) : stop_requested;
   const ObserversReduceOverRanks reduce_over_ranks(model_, group_);
   if (group_) dist::broadcast_weights(*group_, *model_);
   if (options_.max_batches_per_epoch > 0) {
@@ -321,14 +323,14 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
       double done_here = static_cast<double>(b + 1 - start_batch);
       double eta = elapsed / done_here * static_cast<double>(batches - b - 1);
       progress.batch_done(b + 1, batches, loss, rate, eta);
-      if (stop_requested && stop_requested()) {
+      if (stop && stop()) {
         result.interrupted = true;
         break;
       }
     }
     // A stop asked for during the epoch's last step must not wait for the validation pass:
     // the state says the epoch's batches are done, and a resumed run validates it then.
-    if (!result.interrupted && stop_requested && stop_requested()) result.interrupted = true;
+    if (!result.interrupted && stop && stop()) result.interrupted = true;
     if (result.interrupted) break;
     EpochSummary summary;
     summary.epoch = epoch;
@@ -339,7 +341,7 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
     summary.learning_rate = state_.learning_rate;  // the rate this epoch ran with
     summary.peak_memory_bytes = epoch_peak_memory_;
     summary.peak_memory_without_checkpointing_bytes = peak_without_checkpointing_;
-    if (!end_epoch(summary, stop_requested)) {
+    if (!end_epoch(summary, stop)) {
       result.interrupted = true;
       break;
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "qtft/common/error.h"
+#include "qtft/dist/data_parallel.h"
 #include "qtft/infer/model_io.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
@@ -101,14 +102,17 @@ PreparedTraining prepare_training(const data::BarSet& bars, TrainingSetup setup,
   }
   events.model_ready(run.model, setup.train);
   if (run.model->options().use_qat() && !setup.resume) {
+    // Every rank calibrates on the same batches, so their observers agree before training.
+    const auto stop = setup.group ? dist::stop_on_any_rank(setup.group, setup.stop_requested) : setup.stop_requested;
     prepare_observers(run.model, *run.dataset, setup.qat, setup.train.batch_size, setup.train.seed, setup.device,
-                      events, setup.stop_requested);
+                      events, stop);
   }
 
   run.baselines = eval::evaluate_baselines(*run.dataset, data::Split::Validation, run.model->options().quantiles());
   events.baselines_ready(run.baselines);
 
   run.trainer = std::make_unique<Trainer>(run.model, run.dataset, setup.train, setup.device);
+  if (setup.group) run.trainer->set_data_parallel(setup.group);
   if (setup.resume) {
     const auto& state = *loaded->file.training;
     run.trainer->resume_from(state, loaded->file.weights);

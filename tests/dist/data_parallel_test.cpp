@@ -112,5 +112,32 @@ TEST(DataParallel, ObserversUpdateFromTheMinAndMaxOverAllRanks) {
   }
 }
 
+TEST(DataParallel, AStopRequestedOnOneRankStopsEveryRankAfterTheSameStep) {
+  // Only rank 1 is asked to stop, at its second poll (after its second step). Were the
+  // ranks not to agree, rank 0 would go on to a third step and wait in its gradient
+  // all-reduce for a peer that left, until the 10 s timeout failed it.
+  const auto d = test::shared(test::tiny_dataset());
+  std::vector<model::TemporalFusionTransformer> models{initial_model(*d, false), initial_model(*d, false)};
+  std::vector<train::TrainResult> results(2);
+  std::vector<int64_t> steps(2, -1), batches_done(2, -1);
+  const auto errors = test::run_loopback_ranks(2, [&](int64_t rank, int64_t port) {
+    auto group = std::make_shared<Collective>(Collective::connect(test::loopback_rank(rank, 2, port), std::chrono::seconds(10)));
+    train::Trainer trainer(models[rank], d, train_options(8, 6), kCpu);
+    trainer.set_data_parallel(group);
+    train::ProgressReporter quiet;
+    int polls = 0;
+    results[rank] = trainer.fit(quiet, [&polls, rank] { return rank == 1 && ++polls == 2; });
+    steps[rank] = trainer.state().global_step;
+    batches_done[rank] = trainer.state().batches_done_in_epoch;
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  for (size_t rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(results[rank].interrupted) << "rank " << rank;
+    EXPECT_EQ(steps[rank], 2) << "rank " << rank;
+    EXPECT_EQ(batches_done[rank], 2) << "rank " << rank;
+  }
+}
+
 }  // namespace
 }  // namespace qtft::dist

@@ -63,8 +63,9 @@ class Trainer {
   // (the epoch's last, partial global batch is left out, so that every rank steps with
   // batch_size windows), averages gradients before each step (dist::average_gradients),
   // reports losses averaged over ranks, and makes every observer update from the min and
-  // max over all ranks. Every rank ends with bitwise the same weights and observers; the
-  // caller decides who prints and writes.
+  // max over all ranks. A stop requested on any rank stops every rank after the same step
+  // (one small all-reduce per poll). Every rank ends with bitwise the same weights and
+  // observers; the caller decides who prints and writes.
   void set_data_parallel(std::shared_ptr<dist::Collective> group);
 
   // A snapshot for a resumable checkpoint (CPU copies).

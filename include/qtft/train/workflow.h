@@ -22,6 +22,10 @@
 #include "qtft/train/train_options.h"
 #include "qtft/train/trainer.h"
 
+namespace qtft::dist {
+class Collective;
+}
+
 namespace qtft::train {
 
 // Quantization-aware training as users of the earlier tool ask for it.
@@ -52,6 +56,10 @@ struct TrainingSetup {
   // Polled during the long steps before training (calibration): train::Interrupted ends
   // the preparation, as nothing is worth saving yet. Trainer::fit takes its own callback.
   std::function<bool()> stop_requested;
+  // Set: this process is one rank of a data-parallel run (Trainer::set_data_parallel).
+  // Every rank prepares the same way from the same data; a stop requested on any rank
+  // during calibration ends every rank's preparation.
+  std::shared_ptr<dist::Collective> group;
 };
 
 // What the workflow reports as it goes, in this order; every hook is optional.

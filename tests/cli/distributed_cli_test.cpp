@@ -1,0 +1,176 @@
+// `qtft train --nproc N`: N worker processes training as one data-parallel group, as under
+// torchrun. The workers match one process taking their batches as one; Ctrl-C stops every
+// worker after the same step and leaves one checkpoint that --resume continues exactly; a
+// killed worker ends the others with a clear error.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "qtft/infer/model_file.h"
+#include "support/cli_runner.h"
+#include "support/temp_dir.h"
+
+extern char** environ;
+
+namespace qtft {
+namespace {
+
+using ::testing::HasSubstr;
+using test::run_qtft;
+using Clock = std::chrono::steady_clock;
+
+const std::string kModel = " --hidden-size 8 --attention-heads 2 --encoder-length 16 --horizon 4";
+
+class DistributedCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = dir_.file("bars.parquet");
+    ASSERT_EQ(run_qtft(dir_, "make-data --output " + data_ + " --rows 2400 --symbols 2").exit_code, 0);
+  }
+  std::string train_args(const std::string& extra) const { return "train --parquet-file " + data_ + kModel + extra; }
+  test::TempDir dir_;
+  std::string data_;
+};
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_F(DistributedCli, TwoWorkersOfBatchBTrainAsOneProcessOfBatch2B) {
+  const std::string common = " --epochs 1 --max-batches-per-epoch 4 --dropout 0 --seed 3";
+  auto two = run_qtft(dir_, train_args(common + " --nproc 2 --batch-size 8 --save-model " + dir_.file("two.safetensors")));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  auto one = run_qtft(dir_, train_args(common + " --batch-size 16 --save-model " + dir_.file("one.safetensors")));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_THAT(two.out, HasSubstr("Data parallel: 2 ranks (Gloo), 1 threads each; every step takes 8 windows per rank, "
+                                 "16 in all"));
+  // Rank 0 alone prints.
+  EXPECT_EQ(count(two.out, "Summary: "), 1u) << two.out;
+  EXPECT_EQ(count(two.out, "Saved "), 1u) << two.out;
+  const auto a = infer::load_model_file(dir_.file("one.safetensors"));
+  const auto b = infer::load_model_file(dir_.file("two.safetensors"));
+  ASSERT_EQ(a.weights.size(), b.weights.size());
+  // Four Adam steps; the float sums run in another order (DataParallel's library test
+  // explains the bound).
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    EXPECT_EQ(a.weights[i].first, b.weights[i].first);
+    EXPECT_LE((a.weights[i].second - b.weights[i].second).abs().max().item<double>(), 1e-5) << a.weights[i].first;
+  }
+}
+
+TEST_F(DistributedCli, CtrlCStopsEveryWorkerAndResumeContinuesExactly) {
+  // One SIGINT to the launcher, as a terminal's Ctrl-C: it passes it on to both workers,
+  // they stop after the same step, rank 0 saves, and all exit 130.
+  const auto checkpoint = dir_.file("ckpt.safetensors");
+  const std::string common = " --nproc 2 --batch-size 8 --max-batches-per-epoch 2 --patience 0";
+  auto stopped = run_qtft(dir_, train_args(common + " --epochs 100000 --save-model " + checkpoint),
+                          "timeout --foreground --preserve-status -s INT 10");
+  ASSERT_EQ(stopped.exit_code, 130) << stopped.out << stopped.err;
+  EXPECT_EQ(count(stopped.err, "saved a resumable checkpoint to " + checkpoint), 1u) << stopped.err;
+  const auto saved = infer::load_model_file(checkpoint);
+  ASSERT_TRUE(saved.training.has_value());
+  const int64_t epochs = saved.training->epochs_completed + 1;
+
+  auto resumed = run_qtft(dir_, "train --nproc 2 --resume --load-model " + checkpoint + " --epochs " +
+                                    std::to_string(epochs) + " --save-model " + dir_.file("resumed.safetensors"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  auto straight = run_qtft(dir_, train_args(common + " --epochs " + std::to_string(epochs) + " --save-model " +
+                                            dir_.file("straight.safetensors")));
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  // Dropout included: every rank draws from the same seeded stream, so rank 0's saved
+  // random state is every rank's.
+  auto diff = run_qtft(dir_, "diff " + dir_.file("resumed.safetensors") + " " + dir_.file("straight.safetensors"));
+  EXPECT_EQ(diff.exit_code, 0) << diff.out;
+}
+
+// A qtft command started in the background, its output in files.
+struct Background {
+  pid_t pid = -1;
+  std::string out, err;
+  Background(const test::TempDir& dir, const std::string& args) : out(dir.file("bg.out")), err(dir.file("bg.err")) {
+    std::string command = "exec '" + std::string(QTFT_CLI_PATH) + "' " + args + " >'" + out + "' 2>'" + err + "'";
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  }
+  // The exit status, or nullopt while it runs after `limit`.
+  std::optional<int> wait_for(std::chrono::seconds limit) const {
+    const auto until = Clock::now() + limit;
+    while (Clock::now() < until) {
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return std::nullopt;
+  }
+};
+
+// The child of `parent` whose environment says RANK=rank, or -1.
+pid_t worker_of(pid_t parent, int rank) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string pid, comm, state, ppid;
+    stat >> pid >> comm >> state >> ppid;
+    if (ppid != std::to_string(parent)) continue;
+    const std::string env = test::read_text((entry.path() / "environ").string());
+    if (env.find(std::string("\0RANK=", 6) + std::to_string(rank) + '\0') != std::string::npos) return std::stoi(name);
+  }
+  return -1;
+}
+
+TEST_F(DistributedCli, AKilledWorkerEndsTheOthersWithAClearError) {
+  Background run(dir_, train_args(" --nproc 2 --batch-size 8 --max-batches-per-epoch 2 --patience 0 --epochs 100000 "
+                                  "--dist-timeout 20"));
+  // Training has begun once rank 0 reports its first batch.
+  const auto begun_by = Clock::now() + std::chrono::seconds(60);
+  while (test::read_text(run.out).find("batch 1/2") == std::string::npos && Clock::now() < begun_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const pid_t rank1 = worker_of(run.pid, 1);
+  ASSERT_GT(rank1, 0) << test::read_text(run.out) << test::read_text(run.err);
+  ASSERT_EQ(::kill(rank1, SIGKILL), 0);
+  const auto killed_at = Clock::now();
+  // Rank 0 fails in its next collective, at once when the dead peer's socket closes and
+  // at the latest after --dist-timeout.
+  const auto code = run.wait_for(std::chrono::seconds(40));
+  if (!code) ::kill(-worker_of(run.pid, 0), SIGKILL), ::kill(run.pid, SIGKILL);
+  ASSERT_TRUE(code.has_value()) << "still running 40 s after a worker was killed";
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  EXPECT_LT(seconds, 30.0);
+  EXPECT_EQ(*code, 128 + SIGKILL);  // the first failure's
+  const auto err = test::read_text(run.err);
+  EXPECT_THAT(err, HasSubstr("qtft: worker rank 1 (pid " + std::to_string(rank1) + ") was killed by signal 9"));
+  // Gloo says "Connection closed by peer" or "Connection reset by peer", as the timing goes.
+  EXPECT_THAT(err, ::testing::ContainsRegex("failed on rank 0 of 2: .*by peer"));
+  EXPECT_THAT(err, HasSubstr("qtft: worker rank 0"));
+  std::printf("rank 0 ended %.2f s after rank 1 was killed\n", seconds);
+}
+
+TEST_F(DistributedCli, NprocRefusesWhatItCannotRun) {
+  auto run = run_qtft(dir_, train_args(" --nproc 2 --compare-accuracy"));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--compare-accuracy trains its models in one process"));
+  run = run_qtft(dir_, train_args(" --nproc 0"));
+  EXPECT_EQ(run.exit_code, 2);
+  run = run_qtft(dir_, train_args(" --nproc 2"), "WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=1");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("leave it out under torchrun"));
+}
+
+}  // namespace
+}  // namespace qtft

@@ -72,6 +72,22 @@ TEST_F(DistributedCli, TwoWorkersOfBatchBTrainAsOneProcessOfBatch2B) {
   }
 }
 
+TEST_F(DistributedCli, UnderTorchrunTheRanksTrainAsNprocTrains) {
+  // torchrun hosts the rendezvous store itself (TORCHELASTIC_USE_AGENT_STORE), so rank 0
+  // joins it as a client; the result is bitwise that of qtft's own launcher.
+  ASSERT_TRUE(std::filesystem::exists(QTFT_TEST_PYTHON)) << "run scripts/setup.sh to create the venv";
+  const std::string common = " --epochs 1 --max-batches-per-epoch 3 --batch-size 8";
+  auto torchrun = run_qtft(dir_, train_args(common + " --save-model " + dir_.file("torchrun.safetensors")),
+                           "'" + std::string(QTFT_TEST_PYTHON) + "' -m torch.distributed.run --nproc-per-node 2 --no-python");
+  ASSERT_EQ(torchrun.exit_code, 0) << torchrun.out << torchrun.err;
+  EXPECT_THAT(torchrun.out, HasSubstr("Data parallel: 2 ranks"));
+  EXPECT_EQ(count(torchrun.out, "Summary: "), 1u) << torchrun.out;
+  auto nproc = run_qtft(dir_, train_args(common + " --nproc 2 --save-model " + dir_.file("nproc.safetensors")));
+  ASSERT_EQ(nproc.exit_code, 0) << nproc.err;
+  auto diff = run_qtft(dir_, "diff " + dir_.file("torchrun.safetensors") + " " + dir_.file("nproc.safetensors"));
+  EXPECT_EQ(diff.exit_code, 0) << diff.out;
+}
+
 TEST_F(DistributedCli, CtrlCStopsEveryWorkerAndResumeContinuesExactly) {
   // One SIGINT to the launcher, as a terminal's Ctrl-C: it passes it on to both workers,
   // they stop after the same step, rank 0 saves, and all exit 130.

@@ -122,16 +122,31 @@ struct Background {
     const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
     EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
   }
+  // A test that failed half-way leaves nothing running: two interrupts, which the
+  // launcher passes on, end its workers as a user's double Ctrl-C would.
+  ~Background() {
+    if (pid <= 0 || reaped) return;
+    ::kill(pid, SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::kill(pid, SIGINT);
+    ::waitpid(pid, nullptr, 0);
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
   // The exit status, or nullopt while it runs after `limit`.
-  std::optional<int> wait_for(std::chrono::seconds limit) const {
+  std::optional<int> wait_for(std::chrono::seconds limit) {
     const auto until = Clock::now() + limit;
     while (Clock::now() < until) {
       int status = 0;
-      if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        reaped = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return std::nullopt;
   }
+  bool reaped = false;
 };
 
 // The child of `parent` whose environment says RANK=rank, or -1.
@@ -149,22 +164,25 @@ pid_t worker_of(pid_t parent, int rank) {
   return -1;
 }
 
-TEST_F(DistributedCli, AKilledWorkerEndsTheOthersWithAClearError) {
-  Background run(dir_, train_args(" --nproc 2 --batch-size 8 --max-batches-per-epoch 2 --patience 0 --epochs 100000 "
-                                  "--dist-timeout 20"));
-  // Training has begun once rank 0 reports its first batch.
+TEST_F(DistributedCli, AKilledWorkerEndsTheOthersWithAClearErrorAndTheCheckpointSurvives) {
+  // A saved run, continued with two workers; one of them is killed mid-training.
+  const auto checkpoint = dir_.file("ckpt.safetensors"), before = dir_.file("before.safetensors");
+  const std::string common = " --nproc 2 --batch-size 8 --max-batches-per-epoch 2 --patience 0";
+  ASSERT_EQ(run_qtft(dir_, train_args(common + " --epochs 1 --save-model " + checkpoint)).exit_code, 0);
+  std::filesystem::copy_file(checkpoint, before);
+  Background run(dir_, "train --nproc 2 --resume --load-model " + checkpoint + " --epochs 100000 --dist-timeout 20");
+  // Training has begun once rank 0 reports a batch of the second epoch.
   const auto begun_by = Clock::now() + std::chrono::seconds(60);
-  while (test::read_text(run.out).find("batch 1/2") == std::string::npos && Clock::now() < begun_by) {
+  while (test::read_text(run.out).find("epoch 2/100000 batch 1/2") == std::string::npos && Clock::now() < begun_by) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const pid_t rank1 = worker_of(run.pid, 1);
   ASSERT_GT(rank1, 0) << test::read_text(run.out) << test::read_text(run.err);
   ASSERT_EQ(::kill(rank1, SIGKILL), 0);
   const auto killed_at = Clock::now();
-  // Rank 0 fails in its next collective, at once when the dead peer's socket closes and
-  // at the latest after --dist-timeout.
+  // Rank 0 fails in its next collective: at once when the dead peer's socket closes, at
+  // the latest after --dist-timeout.
   const auto code = run.wait_for(std::chrono::seconds(40));
-  if (!code) ::kill(-worker_of(run.pid, 0), SIGKILL), ::kill(run.pid, SIGKILL);
   ASSERT_TRUE(code.has_value()) << "still running 40 s after a worker was killed";
   const double seconds = std::chrono::duration<double>(Clock::now() - killed_at).count();
   EXPECT_LT(seconds, 30.0);
@@ -174,7 +192,21 @@ TEST_F(DistributedCli, AKilledWorkerEndsTheOthersWithAClearError) {
   // Gloo says "Connection closed by peer" or "Connection reset by peer", as the timing goes.
   EXPECT_THAT(err, ::testing::ContainsRegex("failed on rank 0 of 2: .*by peer"));
   EXPECT_THAT(err, HasSubstr("qtft: worker rank 0"));
+  // The checkpoint the run continued from is untouched and still resumes.
+  EXPECT_EQ(run_qtft(dir_, "diff " + checkpoint + " " + before).exit_code, 0);
   std::printf("rank 0 ended %.2f s after rank 1 was killed\n", seconds);
+}
+
+TEST_F(DistributedCli, CheckpointingChangesNoBitUnderDataParallelism) {
+  // Observers update once per step, from the ranks' min and max; the recompute replays them.
+  const std::string common = " --nproc 2 --batch-size 8 --epochs 1 --max-batches-per-epoch 3 --use-qat "
+                             "--qat-calibration-batches 2";
+  ASSERT_EQ(run_qtft(dir_, train_args(common + " --save-model " + dir_.file("plain.safetensors"))).exit_code, 0);
+  auto checkpointed = run_qtft(dir_, train_args(common + " --use-gradient-checkpointing --checkpoint-policy lstm "
+                                                         "--save-model " + dir_.file("ckpt.safetensors")));
+  ASSERT_EQ(checkpointed.exit_code, 0) << checkpointed.err;
+  auto diff = run_qtft(dir_, "diff " + dir_.file("plain.safetensors") + " " + dir_.file("ckpt.safetensors"));
+  EXPECT_EQ(diff.exit_code, 0) << diff.out;
 }
 
 TEST_F(DistributedCli, NprocRefusesWhatItCannotRun) {

@@ -1,0 +1,78 @@
+"""Data-parallel scaling of `qtft train` on this machine: training samples per second with
+one rank and with two (`--nproc 2`), on the same data, configuration and cores.
+
+    python3 bench/data_parallel_scaling.py [--qtft build/qtft] [--batches 30] [--json out.json]
+
+Every run trains one epoch of --batches steps of the small benchmark configuration (encoder
+64, horizon 8, hidden 64, 4 heads) on the embedded data; its figure is the epoch's training
+throughput from --metrics-json (global windows per second, validation not included). Rows:
+one rank on 1 and on all cores, two ranks with the same global batch (B/2 each) and with
+twice the global batch (B each); FP32, QAT with live observers (every observer's min and
+max reduced over the ranks in every forward) and QAT with frozen observers (no reduction).
+Run it on an otherwise idle machine.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+MODEL = ["--encoder-length", "64", "--horizon", "8", "--hidden-size", "64", "--attention-heads", "4"]
+
+
+def run(qtft, extra, batches, workdir):
+    metrics = os.path.join(workdir, "metrics.json")
+    flags = ["train", *MODEL, "--epochs", "1", "--max-batches-per-epoch", str(batches), *extra]
+    command = [qtft, *flags, "--metrics-json", metrics]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=workdir)
+    wall = time.perf_counter() - start
+    with open(metrics) as f:
+        epoch = json.load(f)["epochs"][0]
+    return {"command": " ".join(["qtft", *flags]),
+            "samples_per_second": epoch["samples_per_second"], "epoch_seconds": epoch["seconds"],
+            "wall_seconds": wall}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--qtft", default="build/qtft")
+    parser.add_argument("--batches", type=int, default=30)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    qtft = os.path.abspath(args.qtft)
+    cores = os.cpu_count()
+    b, half = str(args.batch_size), str(args.batch_size // 2)
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        modes = [("FP32", []), ("QAT, live observers", ["--use-qat", "--qat-calibration-batches", "10"]),
+                 ("QAT, frozen observers", ["--use-qat", "--qat-calibration-batches", "10", "--freeze-qat-observers"])]
+        for mode, qat in modes:
+            variants = [
+                ("1 rank, 1 thread", ["--threads", "1", "--batch-size", b], args.batch_size),
+                (f"1 rank, {cores} threads", ["--threads", str(cores), "--batch-size", b], args.batch_size),
+                (f"2 ranks x 1 thread, {half} each", ["--nproc", "2", "--threads", "1", "--batch-size", half],
+                 args.batch_size),
+                (f"2 ranks x 1 thread, {b} each", ["--nproc", "2", "--threads", "1", "--batch-size", b],
+                 2 * args.batch_size),
+            ]
+            for name, extra, global_batch in variants:
+                row = run(qtft, extra + qat, args.batches, workdir)
+                row.update({"run": name, "mode": mode, "global_batch": global_batch})
+                rows.append(row)
+                print(f"{mode:22s} {name:32s} global batch {global_batch:4d}: "
+                      f"{row['samples_per_second']:8.1f} samples/s", flush=True)
+    result = {"cores": cores, "batches": args.batches, "config": "small (encoder 64, horizon 8, hidden 64, 4 heads)",
+              "runs": rows}
+    if args.json:
+        with open(args.json + ".tmp", "w") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+        os.replace(args.json + ".tmp", args.json)
+
+
+if __name__ == "__main__":
+    main()

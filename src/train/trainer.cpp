@@ -14,6 +14,7 @@
 #include "qtft/data/batch_order.h"
 #include "qtft/dist/collective.h"
 #include "qtft/dist/data_parallel.h"
+#include "qtft/dist/sharded_evaluation.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/quant/observers.h"
@@ -226,8 +227,12 @@ bool Trainer::end_epoch(EpochSummary& s, const std::function<bool()>& stop_reque
   if (options_.freeze_observers_after_epochs > 0 && s.epoch == options_.freeze_observers_after_epochs) {
     quant::freeze_observers(*model_);
   }
-  auto val = eval::evaluate_model_unless_stopped(model_, *dataset_, data::Split::Validation, options_.eval_batch_size,
-                                                device_, stop_requested);
+  // Under data parallelism each rank validates its share of the batches; the metrics are
+  // the same bits either way.
+  auto val = group_ ? dist::evaluate_sharded(*group_, model_, *dataset_, data::Split::Validation,
+                                             options_.eval_batch_size, device_, stop_requested)
+                    : eval::evaluate_model_unless_stopped(model_, *dataset_, data::Split::Validation,
+                                                          options_.eval_batch_size, device_, stop_requested);
   // Stopped mid-validation: nothing of the epoch's end is recorded yet, so a resumed run
   // (its state says the epoch's batches are done) validates the epoch again, exactly.
   if (!val) return false;

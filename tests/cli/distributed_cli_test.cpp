@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -52,7 +53,8 @@ size_t count(const std::string& text, const std::string& what) {
 
 TEST_F(DistributedCli, TwoWorkersOfBatchBTrainAsOneProcessOfBatch2B) {
   const std::string common = " --epochs 1 --max-batches-per-epoch 4 --dropout 0 --seed 3";
-  auto two = run_qtft(dir_, train_args(common + " --nproc 2 --batch-size 8 --save-model " + dir_.file("two.safetensors")));
+  auto two = run_qtft(dir_, train_args(common + " --nproc 2 --batch-size 8 --save-model " + dir_.file("two.safetensors") +
+                                       " --metrics-json " + dir_.file("two.json")));
   ASSERT_EQ(two.exit_code, 0) << two.err;
   auto one = run_qtft(dir_, train_args(common + " --batch-size 16 --save-model " + dir_.file("one.safetensors")));
   ASSERT_EQ(one.exit_code, 0) << one.err;
@@ -70,6 +72,12 @@ TEST_F(DistributedCli, TwoWorkersOfBatchBTrainAsOneProcessOfBatch2B) {
     EXPECT_EQ(a.weights[i].first, b.weights[i].first);
     EXPECT_LE((a.weights[i].second - b.weights[i].second).abs().max().item<double>(), 1e-5) << a.weights[i].first;
   }
+  // The validation the ranks shared out is exactly what one process measures on the model.
+  auto evaluated = run_qtft(dir_, "evaluate --load-model " + dir_.file("two.safetensors") + " --parquet-file " + data_ +
+                                      " --split validation --metrics-json " + dir_.file("eval.json"));
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;
+  EXPECT_EQ(nlohmann::json::parse(test::read_text(dir_.file("eval.json")))["val_loss"].get<double>(),
+            nlohmann::json::parse(test::read_text(dir_.file("two.json")))["val_loss"].get<double>());
 }
 
 TEST_F(DistributedCli, UnderTorchrunTheRanksTrainAsNprocTrains) {

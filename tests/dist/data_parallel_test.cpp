@@ -12,6 +12,8 @@
 #include <memory>
 
 #include "qtft/dist/collective.h"
+#include "qtft/dist/sharded_evaluation.h"
+#include "qtft/eval/evaluate.h"
 #include "qtft/infer/model_io.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
@@ -109,6 +111,33 @@ TEST(DataParallel, ObserversUpdateFromTheMinAndMaxOverAllRanks) {
   for (size_t i = 0; i < single.size(); ++i) {
     if (!quant::is_observer_state(single[i].first)) continue;
     EXPECT_TRUE(at::equal(single[i].second, ranks[0][i].second)) << single[i].first;
+  }
+}
+
+TEST(DataParallel, ShardedValidationGivesTheMetricsOfOneProcessBitForBit) {
+  // Batches of 7 leave a partial last batch, and an odd number of them leaves rank 1
+  // without a batch in the last round.
+  const auto d = test::shared(test::tiny_dataset());
+  const size_t windows = d->num_windows(data::Split::Validation);
+  size_t batch = 7;
+  while (((windows + batch - 1) / batch) % 2 == 0 || windows % batch == 0) ++batch;
+  auto model = initial_model(*d, /*qat=*/true);
+  const auto single = eval::evaluate_model(model, *d, data::Split::Validation, batch, kCpu);
+  std::vector<model::TemporalFusionTransformer> models{initial_model(*d, true), initial_model(*d, true)};
+  std::vector<eval::ForecastMetrics> sharded(2);
+  const auto errors = test::run_loopback_ranks(2, [&](int64_t rank, int64_t port) {
+    auto group = Collective::connect(test::loopback_rank(rank, 2, port), std::chrono::seconds(10));
+    sharded[rank] = *evaluate_sharded(group, models[rank], *d, data::Split::Validation, batch, kCpu, {});
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  for (const auto& m : sharded) {
+    EXPECT_EQ(m.count, single.count);
+    EXPECT_EQ(m.loss, single.loss);
+    EXPECT_EQ(m.rmse, single.rmse);
+    EXPECT_EQ(m.mae, single.mae);
+    EXPECT_EQ(m.p50, single.p50);
+    EXPECT_EQ(m.p90, single.p90);
   }
 }
 

@@ -57,10 +57,11 @@ struct TrainFlags {
 
 // What a checkpoint records of the command that made it, so that
 // `qtft train --resume --load-model F` alone continues the run.
-nlohmann::json run_record(const TrainFlags& f, const std::string& save_path) {
+nlohmann::json run_record(const TrainFlags& f, const std::string& save_path, int64_t ranks) {
   const auto& src = f.data.source;
   auto absolute = [](const std::string& p) { return p.empty() ? p : std::filesystem::absolute(p).string(); };
   return {{"save_model", absolute(save_path)},
+          {"ranks", ranks},
           {"data",
            {{"parquet_file", absolute(src.parquet_file)},
             {"csv_file", absolute(src.csv_file)},
@@ -71,7 +72,7 @@ nlohmann::json run_record(const TrainFlags& f, const std::string& save_path) {
 
 // --resume: what the command line leaves out comes from the checkpoint's record: the data,
 // the save path and the epoch budget of the original run. Returns the checkpoint, read once.
-infer::ModelFile continue_recorded_run(TrainFlags& f, bool print) {
+infer::ModelFile continue_recorded_run(TrainFlags& f, bool print, int64_t ranks) {
   auto file = infer::load_model_file(f.load_model);
   if (!file.training) throw Error(f.load_model + ": holds no training state to --resume from");
   const auto& record = file.training->run;
@@ -93,6 +94,14 @@ infer::ModelFile continue_recorded_run(TrainFlags& f, bool print) {
     throw Error(f.load_model + ": malformed record of the run to resume: " + e.what());
   }
   if (!f.save_model.empty()) io::check_writable(f.save_model, "--save-model (from the checkpoint)");
+  // The batches that come next depend on how many ranks share each step.
+  const int64_t saved_ranks = record.value("ranks", int64_t{1});
+  if (print && saved_ranks != ranks) {
+    std::fprintf(stderr,
+                 "qtft: note: %s was saved by a run on %lld rank(s) and continues on %lld: from here on the batches "
+                 "differ from those of the run never stopped\n",
+                 f.load_model.c_str(), static_cast<long long>(saved_ranks), static_cast<long long>(ranks));
+  }
   if (print) std::cout << "Continuing the run of " << f.load_model << ": " << f.train.epochs << " epochs"
             << (f.save_model.empty() ? "" : ", saving to " + f.save_model) << "\n";
   return file;
@@ -274,7 +283,7 @@ void run_train(TrainFlags& f) {
     return;
   }
   std::optional<infer::ModelFile> checkpoint;
-  if (f.resume && !f.load_model.empty()) checkpoint = continue_recorded_run(f, leader);
+  if (f.resume && !f.load_model.empty()) checkpoint = continue_recorded_run(f, leader, group ? group->world_size() : 1);
   finish_data_flags(f.data);
   auto device = infer::resolve_device(f.runtime.device);
   if (group && device.is_cuda()) {
@@ -328,7 +337,7 @@ void run_train(TrainFlags& f) {
   };
 
   auto out = train::training_model_file(run);
-  out.training->run = run_record(f, f.save_model);
+  out.training->run = run_record(f, f.save_model, group ? group->world_size() : 1);
   const auto& state = *out.training;
   if (result.interrupted) {
     if (!leader) {

@@ -112,6 +112,7 @@ TEST_F(DistributedCli, CtrlCStopsEveryWorkerAndResumeContinuesExactly) {
   auto resumed = run_qtft(dir_, "train --nproc 2 --resume --load-model " + checkpoint + " --epochs " +
                                     std::to_string(epochs) + " --save-model " + dir_.file("resumed.safetensors"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_THAT(resumed.err, ::testing::Not(HasSubstr("note:")));
   auto straight = run_qtft(dir_, train_args(common + " --epochs " + std::to_string(epochs) + " --save-model " +
                                             dir_.file("straight.safetensors")));
   ASSERT_EQ(straight.exit_code, 0) << straight.err;

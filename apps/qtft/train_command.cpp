@@ -353,6 +353,11 @@ void run_train(TrainFlags& f) {
                  "(the data, the %lld epochs and the save path come from the checkpoint; flags given override them)\n",
                  static_cast<long long>(state.epochs_completed), static_cast<long long>(state.batches_done_in_epoch),
                  path.c_str(), path.c_str(), static_cast<long long>(f.train.epochs));
+    if (group) {
+      const auto ranks = static_cast<long long>(group->world_size());
+      std::fprintf(stderr, "(on %lld ranks, as this run: add --nproc %lld, or launch it with torchrun --nproc-per-node "
+                   "%lld --no-python)\n", ranks, ranks, ranks);
+    }
     throw ExitCode{130};
   }
 

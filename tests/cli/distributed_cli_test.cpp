@@ -105,6 +105,7 @@ TEST_F(DistributedCli, CtrlCStopsEveryWorkerAndResumeContinuesExactly) {
                           "timeout --foreground --preserve-status -s INT 10");
   ASSERT_EQ(stopped.exit_code, 130) << stopped.out << stopped.err;
   EXPECT_EQ(count(stopped.err, "saved a resumable checkpoint to " + checkpoint), 1u) << stopped.err;
+  EXPECT_THAT(stopped.err, HasSubstr("(on 2 ranks, as this run: add --nproc 2, or launch it with torchrun"));
   const auto saved = infer::load_model_file(checkpoint);
   ASSERT_TRUE(saved.training.has_value());
   const int64_t epochs = saved.training->epochs_completed + 1;

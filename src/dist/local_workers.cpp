@@ -23,24 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A port on loopback that nothing listens on now; rank 0 binds it for the rendezvous
-// store moments later (torchrun picks its port the same way).
-int free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw Error(std::string("--nproc: cannot open a socket: ") + std::strerror(errno));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
-  const int error = errno;
-  ::close(fd);
-  if (!ok) throw Error(std::string("--nproc: cannot find a free port on 127.0.0.1: ") + std::strerror(error));
-  return ntohs(address.sin_port);
-}
-
 // The launcher's environment without any data-parallel variables of its own, plus the
 // worker's.
 std::vector<std::string> worker_environment(const LocalWorkersOptions& options, int64_t rank, int port) {
@@ -123,6 +105,22 @@ void signal_running(const std::vector<Worker>& workers, int signal) {
 }
 
 }  // namespace
+
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw Error(std::string("looking for a free port: cannot open a socket: ") + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  const int error = errno;
+  ::close(fd);
+  if (!ok) throw Error(std::string("cannot find a free port on 127.0.0.1: ") + std::strerror(error));
+  return ntohs(address.sin_port);
+}
 
 int run_local_workers(const LocalWorkersOptions& options) {
   if (options.workers < 1) throw UsageError("--nproc must be at least 1, got " + std::to_string(options.workers));

@@ -1,11 +1,6 @@
 #pragma once
 
 // Data-parallel tests run their ranks as threads of the test process, on loopback.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -14,21 +9,12 @@
 #include <vector>
 
 #include "qtft/dist/environment.h"
+#include "qtft/dist/local_workers.h"
 
 namespace qtft::test {
 
-// A loopback port nothing listens on now (bound, then released).
-inline int64_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
+// A loopback port nothing listens on now.
+inline int64_t free_port() { return dist::free_loopback_port(); }
 
 // Rank `rank` of `world_size` with the store at 127.0.0.1:port.
 inline dist::DistributedEnvironment loopback_rank(int64_t rank, int64_t world_size, int64_t port) {

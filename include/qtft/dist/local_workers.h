@@ -27,6 +27,10 @@ struct LocalWorkersOptions {
   std::function<void(const std::string&)> report;
 };
 
+// A port on 127.0.0.1 that nothing listens on now (bound to port 0, then released), for a
+// rendezvous store to bind moments later, as torchrun picks its own. Throws qtft::Error.
+int free_loopback_port();
+
 // Runs the program as one data-parallel group on this machine, as torchrun would: worker r
 // gets RANK=r, LOCAL_RANK=r, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free
 // MASTER_PORT, and rank 0 hosts the rendezvous store. The workers run in process groups of

@@ -248,28 +248,32 @@ std::shared_ptr<dist::Collective> join_data_parallel_group(const TrainFlags& f, 
   return std::make_shared<dist::Collective>(dist::Collective::connect(*env, timeout));
 }
 
+// `--nproc N`: this process checks the flags once, then only starts the N workers (this
+// command line without --nproc) and waits for them; returns their exit code.
+int launch_local_workers(TrainFlags& f, std::chrono::milliseconds dist_timeout) {
+  if (dist::distributed_environment()) {
+    throw UsageError("--nproc starts workers of its own: leave it out under torchrun (WORLD_SIZE is set)");
+  }
+  finish_train_flags(f);
+  if (f.qat.compare_accuracy) throw UsageError("--compare-accuracy trains its models in one process: drop --nproc");
+  if (!f.resume) {  // a resumed run's options come from its checkpoint, which the workers read
+    train::TrainingSetup probe;
+    probe.dataset = f.data.dataset;
+    probe.architecture = f.model;
+    probe.qat = qat_recipe(f.qat);
+    probe.train = f.train;
+    probe.load_model = f.load_model;
+    train::check_training_setup(probe);
+  }
+  // Ctrl-C is counted and passed on to the workers, which save and stop.
+  install_interrupt_counter();
+  return run_as_local_workers(f.nproc, dist_timeout);
+}
+
 void run_train(TrainFlags& f) {
   if (f.dist_timeout_s < 1) throw UsageError("--dist-timeout must be at least 1 second, got " + std::to_string(f.dist_timeout_s));
   const std::chrono::milliseconds dist_timeout(f.dist_timeout_s * 1000);
-  if (f.nproc > 1) {
-    if (dist::distributed_environment()) {
-      throw UsageError("--nproc starts workers of its own: leave it out under torchrun (WORLD_SIZE is set)");
-    }
-    finish_train_flags(f);
-    if (!f.resume) {
-      train::TrainingSetup probe;
-      probe.dataset = f.data.dataset;
-      probe.architecture = f.model;
-      probe.qat = qat_recipe(f.qat);
-      probe.train = f.train;
-      probe.load_model = f.load_model;
-      train::check_training_setup(probe);
-    }
-    if (f.qat.compare_accuracy) throw UsageError("--compare-accuracy trains its models in one process: drop --nproc");
-    // This process only waits for its workers; it counts Ctrl-C and passes it on.
-    install_interrupt_counter();
-    throw ExitCode{run_as_local_workers(f.nproc, dist_timeout)};
-  }
+  if (f.nproc > 1) throw ExitCode{launch_local_workers(f, dist_timeout)};
   // First of all: a Ctrl-C while the data loads still ends in a checkpoint after one step.
   install_interrupt_handler();
   finish_train_flags(f);

@@ -85,8 +85,9 @@ struct Worker {
   std::optional<int> exit_code;  // set once it has ended
 };
 
-// Exit code as a shell reports it: 128 + the signal for a worker a signal ended.
-int exit_code_of(int status, const Worker& w, const LocalWorkersOptions& options) {
+// Exit code as a shell reports it: 128 + the signal for a worker a signal ended. Reported
+// unless it is the 130 of a worker that stopped because it was asked to.
+int exit_code_of(int status, const Worker& w, const LocalWorkersOptions& options, bool interrupted) {
   const std::string who = "worker rank " + std::to_string(w.rank) + " (pid " + std::to_string(w.pid) + ")";
   if (WIFSIGNALED(status)) {
     const int signal = WTERMSIG(status);
@@ -94,7 +95,7 @@ int exit_code_of(int status, const Worker& w, const LocalWorkersOptions& options
     return 128 + signal;
   }
   const int code = WEXITSTATUS(status);
-  if (code != 0 && options.report) options.report(who + " exited with code " + std::to_string(code));
+  if (code != 0 && !(interrupted && code == 130) && options.report) options.report(who + " exited with code " + std::to_string(code));
   return code;
 }
 
@@ -144,8 +145,15 @@ int run_local_workers(const LocalWorkersOptions& options) {
       if (w.exit_code) continue;
       int status = 0;
       const pid_t done = ::waitpid(w.pid, &status, WNOHANG);
-      if (done != w.pid) continue;
-      w.exit_code = exit_code_of(status, w, options);
+      if (done == -1 && errno != EINTR) {
+        // Not ours to wait for any more (reaped elsewhere): nothing more can be known of it.
+        if (options.report) options.report("worker rank " + std::to_string(w.rank) + ": " + std::strerror(errno));
+        w.exit_code = 1;
+      } else if (done != w.pid) {
+        continue;
+      } else {
+        w.exit_code = exit_code_of(status, w, options, interrupts_passed_on > 0);
+      }
       if (*w.exit_code != 0 && !first_failure) {
         first_failure = *w.exit_code;
         failed_at = Clock::now();

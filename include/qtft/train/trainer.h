@@ -64,9 +64,10 @@ class Trainer {
   // batch_size windows), averages gradients before each step (dist::average_gradients),
   // reports losses averaged over ranks, and makes every observer update from the min and
   // max over all ranks. Each rank validates its share of the batches
-  // (dist::evaluate_sharded), with the figures of one process. A stop requested on any rank stops every rank after the same step
-  // (one small all-reduce per poll). Every rank ends with bitwise the same weights and
-  // observers; the caller decides who prints and writes.
+  // (dist::evaluate_sharded), with the figures of one process. A stop requested on any
+  // rank stops every rank after the same step (one small all-reduce per poll). Every rank
+  // ends with bitwise the same weights and observers; the caller decides who prints and
+  // writes.
   void set_data_parallel(std::shared_ptr<dist::Collective> group);
 
   // A snapshot for a resumable checkpoint (CPU copies).

@@ -25,11 +25,15 @@ extern "C" void on_signal(int signal) {
   g_interrupted = 1;
 }
 
+extern "C" void on_stop_request(int) { g_interrupted = 1; }
+
 volatile std::sig_atomic_t g_signals_counted = 0;
 
 extern "C" void count_signal(int) { g_signals_counted = g_signals_counted + 1; }
 
 }  // namespace
+
+void treat_as_stop_request(int signal) { std::signal(signal, on_stop_request); }
 
 void install_interrupt_counter() {
   std::signal(SIGINT, count_signal);

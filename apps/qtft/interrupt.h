@@ -9,6 +9,10 @@ namespace qtft::cli {
 void install_interrupt_handler();
 bool interrupt_requested();
 
+// `signal` becomes a plain stop request, like a first Ctrl-C, however often it comes (a
+// launcher's death may be signalled more than once).
+void treat_as_stop_request(int signal);
+
 // For a process that only launches workers (train --nproc): each SIGINT or SIGTERM is
 // counted, nothing more; the launcher passes every one on to the workers, which act on it
 // as above (the first stops and saves, a second ends them).

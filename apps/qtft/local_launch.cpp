@@ -1,5 +1,10 @@
 #include "local_launch.h"
 
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <csignal>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +13,7 @@
 #include <vector>
 
 #include "interrupt.h"
+#include "qtft/dist/environment.h"
 #include "qtft/dist/local_workers.h"
 
 namespace qtft::cli {
@@ -47,6 +53,17 @@ int run_as_local_workers(int64_t workers, std::chrono::milliseconds grace) {
     std::fflush(stderr);
   };
   return dist::run_local_workers(options);
+}
+
+void stop_when_the_launcher_dies() {
+  const auto launcher = dist::process_environment(dist::kLauncherPidVariable);
+  if (!launcher) return;
+  // A signal of its own, which only ever asks to stop: the kernel may send it more than
+  // once as the launcher's threads end, and a second SIGTERM would kill.
+  treat_as_stop_request(SIGUSR1);
+  ::prctl(PR_SET_PDEATHSIG, SIGUSR1);
+  // Gone already, before the request above could take effect.
+  if (std::to_string(::getppid()) != *launcher) std::raise(SIGUSR1);
 }
 
 }  // namespace qtft::cli

@@ -14,4 +14,9 @@ void remember_command_line(int argc, char** argv);
 // others may take to end on their own after one fails.
 int run_as_local_workers(int64_t workers, std::chrono::milliseconds grace);
 
+// In a worker that run_as_local_workers started: should the launcher die (killed, its
+// terminal closed), this process gets SIGUSR1, which asks it to stop as a Ctrl-C does, so
+// rank 0 still saves a resumable checkpoint. Does nothing in other processes.
+void stop_when_the_launcher_dies();
+
 }  // namespace qtft::cli

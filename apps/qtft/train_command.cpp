@@ -276,6 +276,7 @@ void run_train(TrainFlags& f) {
   if (f.nproc > 1) throw ExitCode{launch_local_workers(f, dist_timeout)};
   // First of all: a Ctrl-C while the data loads still ends in a checkpoint after one step.
   install_interrupt_handler();
+  stop_when_the_launcher_dies();
   finish_train_flags(f);
   auto group = join_data_parallel_group(f, dist_timeout);
   // Rank 0 alone prints and writes files; every rank reports its own errors on stderr.

@@ -27,7 +27,8 @@ using Clock = std::chrono::steady_clock;
 // worker's.
 std::vector<std::string> worker_environment(const LocalWorkersOptions& options, int64_t rank, int port) {
   static const std::vector<std::string> kOurs = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-                                                 "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"};
+                                                 "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE",
+                                                 kLauncherPidVariable};
   std::vector<std::string> env;
   bool threads_set = false;
   for (char** e = environ; *e; ++e) {
@@ -44,6 +45,7 @@ std::vector<std::string> worker_environment(const LocalWorkersOptions& options, 
   env.push_back("LOCAL_WORLD_SIZE=" + workers);
   env.push_back("MASTER_ADDR=127.0.0.1");
   env.push_back("MASTER_PORT=" + std::to_string(port));
+  env.push_back(std::string(kLauncherPidVariable) + "=" + std::to_string(::getpid()));
   if (!threads_set && options.threads_per_worker > 0) {
     env.push_back("OMP_NUM_THREADS=" + std::to_string(options.threads_per_worker));
   }

@@ -209,6 +209,39 @@ TEST_F(DistributedCli, AKilledWorkerEndsTheOthersWithAClearErrorAndTheCheckpoint
   std::printf("rank 0 ended %.2f s after rank 1 was killed\n", seconds);
 }
 
+// Not running: no such process, or a zombie nobody has reaped yet.
+bool ended(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string id, comm, state;
+  return !(stat >> id >> comm >> state) || state == "Z";
+}
+
+TEST_F(DistributedCli, WorkersWhoseLauncherDiesStopAndSaveACheckpoint) {
+  const auto checkpoint = dir_.file("ckpt.safetensors");
+  Background run(dir_, train_args(" --nproc 2 --batch-size 8 --max-batches-per-epoch 2 --patience 0 --epochs 100000 "
+                                  "--save-model " + checkpoint));
+  const auto begun_by = Clock::now() + std::chrono::seconds(60);
+  while (test::read_text(run.out).find("batch 1/2") == std::string::npos && Clock::now() < begun_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const pid_t rank0 = worker_of(run.pid, 0), rank1 = worker_of(run.pid, 1);
+  ASSERT_GT(rank0, 0) << test::read_text(run.err);
+  ASSERT_GT(rank1, 0) << test::read_text(run.err);
+  ASSERT_EQ(::kill(run.pid, SIGKILL), 0);
+  EXPECT_EQ(run.wait_for(std::chrono::seconds(10)), 128 + SIGKILL);
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  while (!(ended(rank0) && ended(rank1)) && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const bool both_ended = ended(rank0) && ended(rank1);
+  if (!both_ended) ::kill(rank0, SIGKILL), ::kill(rank1, SIGKILL);
+  ASSERT_TRUE(both_ended) << "the workers outlived their launcher by 30 s";
+  EXPECT_THAT(test::read_text(run.err), HasSubstr("saved a resumable checkpoint to " + checkpoint));
+  const auto saved = infer::load_model_file(checkpoint);
+  ASSERT_TRUE(saved.training.has_value());
+  EXPECT_FALSE(saved.training->finished);
+}
+
 TEST_F(DistributedCli, CheckpointingChangesNoBitUnderDataParallelism) {
   // Observers update once per step, from the ranks' min and max; the recompute replays them.
   const std::string common = " --nproc 2 --batch-size 8 --epochs 1 --max-batches-per-epoch 3 --use-qat "

@@ -9,6 +9,10 @@
 
 namespace qtft::dist {
 
+// Set in each worker's environment to the launcher's pid, so that a worker can tell that
+// its launcher has gone (apps/qtft: it then stops and saves, as on Ctrl-C).
+inline constexpr const char* kLauncherPidVariable = "QTFT_LAUNCHER_PID";
+
 struct LocalWorkersOptions {
   std::filesystem::path program;    // run `workers` times
   std::vector<std::string> arguments;  // after the program name
@@ -33,10 +37,11 @@ int free_loopback_port();
 
 // Runs the program as one data-parallel group on this machine, as torchrun would: worker r
 // gets RANK=r, LOCAL_RANK=r, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free
-// MASTER_PORT, and rank 0 hosts the rendezvous store. The workers run in process groups of
-// their own, so a terminal's Ctrl-C reaches them once, through the launcher. Returns the
-// group's exit code: 0 when every worker succeeded, else the first failure's (128 + the
-// signal for a worker killed by one). Throws qtft::Error when a worker cannot be started.
+// MASTER_PORT (rank 0 hosts the rendezvous store), and kLauncherPidVariable. The workers
+// run in process groups of their own, so a terminal's Ctrl-C reaches them once, through
+// the launcher. Returns the group's exit code: 0 when every worker succeeded, else the
+// first failure's (128 + the signal for a worker killed by one). Throws qtft::Error when a
+// worker cannot be started.
 int run_local_workers(const LocalWorkersOptions& options);
 
 }  // namespace qtft::dist

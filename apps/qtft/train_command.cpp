@@ -305,9 +305,10 @@ void run_train(TrainFlags& f) {
   std::optional<io::OutputLock> lock;
   if (leader && !f.save_model.empty()) lock.emplace(f.save_model);
   if (group && leader) {
-    std::printf("Data parallel: %lld ranks (Gloo), %d threads each; every step takes %zu windows per rank, %zu in "
+    const int threads = at::get_num_threads();
+    std::printf("Data parallel: %lld ranks (Gloo), %d thread%s each; every step takes %zu windows per rank, %zu in "
                 "all\n",
-                static_cast<long long>(group->world_size()), at::get_num_threads(), f.train.batch_size,
+                static_cast<long long>(group->world_size()), threads, threads == 1 ? "" : "s", f.train.batch_size,
                 f.train.batch_size * static_cast<size_t>(group->world_size()));
   }
 

@@ -58,7 +58,7 @@ TEST_F(DistributedCli, TwoWorkersOfBatchBTrainAsOneProcessOfBatch2B) {
   ASSERT_EQ(two.exit_code, 0) << two.err;
   auto one = run_qtft(dir_, train_args(common + " --batch-size 16 --save-model " + dir_.file("one.safetensors")));
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  EXPECT_THAT(two.out, HasSubstr("Data parallel: 2 ranks (Gloo), 1 threads each; every step takes 8 windows per rank, "
+  EXPECT_THAT(two.out, HasSubstr("Data parallel: 2 ranks (Gloo), 1 thread each; every step takes 8 windows per rank, "
                                  "16 in all"));
   // Rank 0 alone prints.
   EXPECT_EQ(count(two.out, "Summary: "), 1u) << two.out;

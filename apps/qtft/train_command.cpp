@@ -1,6 +1,7 @@
 // `qtft train`: data -> model -> trained model file and metrics. The steps are library
 // calls; this file only wires flags to them and prints.
 #include <ATen/Parallel.h>
+#include <c10/util/Logging.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -245,6 +246,10 @@ std::shared_ptr<dist::Collective> join_data_parallel_group(const TrainFlags& f, 
   auto env = dist::distributed_environment();
   if (!env) return nullptr;
   if (f.qat.compare_accuracy) throw UsageError("--compare-accuracy trains its models in one process: run it without torchrun");
+  // c10d logs every failed connection attempt, with a C++ backtrace; the error qtft prints
+  // names the rank, the operation and the cause. The program's choice, not the library's;
+  // TORCH_CPP_LOG_LEVEL, when the user sets it, still decides.
+  if (!dist::process_environment("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = c10::GLOG_FATAL;
   return std::make_shared<dist::Collective>(dist::Collective::connect(*env, timeout));
 }
 

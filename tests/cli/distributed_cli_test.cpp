@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "qtft/dist/local_workers.h"
 #include "qtft/infer/model_file.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
@@ -252,6 +253,18 @@ TEST_F(DistributedCli, CheckpointingChangesNoBitUnderDataParallelism) {
   ASSERT_EQ(checkpointed.exit_code, 0) << checkpointed.err;
   auto diff = run_qtft(dir_, "diff " + dir_.file("plain.safetensors") + " " + dir_.file("ckpt.safetensors"));
   EXPECT_EQ(diff.exit_code, 0) << diff.out;
+}
+
+TEST_F(DistributedCli, ARendezvousThatTimesOutEndsWithOneClearError) {
+  // Rank 0 of 2 whose peer never comes.
+  const auto port = std::to_string(dist::free_loopback_port());
+  auto run = run_qtft(dir_, train_args(" --dist-timeout 2"),
+                      "WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("qtft: error: distributed: the rendezvous at 127.0.0.1:" + port +
+                                 " failed on rank 0 of 2: wait timeout after 2000ms"));
+  // Nothing but that line: no c10d log lines, no backtrace.
+  EXPECT_EQ(count(run.err, "\n"), 1u) << run.err;
 }
 
 TEST_F(DistributedCli, NprocRefusesWhatItCannotRun) {

@@ -286,6 +286,7 @@ void run_train(TrainFlags& f) {
   auto group = join_data_parallel_group(f, dist_timeout);
   // Rank 0 alone prints and writes files; every rank reports its own errors on stderr.
   const bool leader = !group || group->rank() == 0;
+  const int64_t ranks = group ? group->world_size() : 1;
   if (f.qat.compare_accuracy) {
     auto recipe = qat_recipe(f.qat);
     recipe.apply_to(f.train);
@@ -293,7 +294,7 @@ void run_train(TrainFlags& f) {
     return;
   }
   std::optional<infer::ModelFile> checkpoint;
-  if (f.resume && !f.load_model.empty()) checkpoint = continue_recorded_run(f, leader, group ? group->world_size() : 1);
+  if (f.resume && !f.load_model.empty()) checkpoint = continue_recorded_run(f, leader, ranks);
   finish_data_flags(f.data);
   auto device = infer::resolve_device(f.runtime.device);
   if (group && device.is_cuda()) {
@@ -313,8 +314,8 @@ void run_train(TrainFlags& f) {
     const int threads = at::get_num_threads();
     std::printf("Data parallel: %lld ranks (Gloo), %d thread%s each; every step takes %zu windows per rank, %zu in "
                 "all\n",
-                static_cast<long long>(group->world_size()), threads, threads == 1 ? "" : "s", f.train.batch_size,
-                f.train.batch_size * static_cast<size_t>(group->world_size()));
+                static_cast<long long>(ranks), threads, threads == 1 ? "" : "s", f.train.batch_size,
+                f.train.batch_size * static_cast<size_t>(ranks));
   }
 
   const auto& source = f.data.source;
@@ -348,7 +349,7 @@ void run_train(TrainFlags& f) {
   };
 
   auto out = train::training_model_file(run);
-  out.training->run = run_record(f, f.save_model, group ? group->world_size() : 1);
+  out.training->run = run_record(f, f.save_model, ranks);
   const auto& state = *out.training;
   if (result.interrupted) {
     if (!leader) {
@@ -365,9 +366,9 @@ void run_train(TrainFlags& f) {
                  static_cast<long long>(state.epochs_completed), static_cast<long long>(state.batches_done_in_epoch),
                  path.c_str(), path.c_str(), static_cast<long long>(f.train.epochs));
     if (group) {
-      const auto ranks = static_cast<long long>(group->world_size());
+      const auto n = static_cast<long long>(ranks);
       std::fprintf(stderr, "(on %lld ranks, as this run: add --nproc %lld, or launch it with torchrun --nproc-per-node "
-                   "%lld --no-python)\n", ranks, ranks, ranks);
+                   "%lld --no-python)\n", n, n, n);
     }
     throw ExitCode{130};
   }

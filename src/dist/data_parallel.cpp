@@ -75,6 +75,7 @@ double mean_over_ranks(Collective& group, double value) {
 }
 
 std::function<bool()> stop_on_any_rank(std::shared_ptr<Collective> group, std::function<bool()> local) {
+  if (!group) return local;
   return [group = std::move(group), local = std::move(local)] {
     std::vector<at::Tensor> flag{at::scalar_tensor(local && local() ? 1 : 0, at::kInt).reshape({1})};
     group->all_reduce(flag, ReduceOp::max);

@@ -287,7 +287,7 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
                 " ranks)");
   }
   // Every rank must leave at the same step, whichever of them was asked to stop.
-  const auto stop = group_ ? dist::stop_on_any_rank(group_, stop_requested) : stop_requested;
+  const auto stop = dist::stop_on_any_rank(group_, stop_requested);
   const ObserversReduceOverRanks reduce_over_ranks(model_, group_);
   if (group_) dist::broadcast_weights(*group_, *model_);
   if (options_.max_batches_per_epoch > 0) {

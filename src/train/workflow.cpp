@@ -103,7 +103,7 @@ PreparedTraining prepare_training(const data::BarSet& bars, TrainingSetup setup,
   events.model_ready(run.model, setup.train);
   if (run.model->options().use_qat() && !setup.resume) {
     // Every rank calibrates on the same batches, so their observers agree before training.
-    const auto stop = setup.group ? dist::stop_on_any_rank(setup.group, setup.stop_requested) : setup.stop_requested;
+    const auto stop = dist::stop_on_any_rank(setup.group, setup.stop_requested);
     prepare_observers(run.model, *run.dataset, setup.qat, setup.train.batch_size, setup.train.seed, setup.device,
                       events, stop);
   }

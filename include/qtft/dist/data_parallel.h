@@ -39,7 +39,8 @@ double mean_over_ranks(Collective& group, double value);
 // A stop callback for a data-parallel run: true on every rank as soon as `local` (this
 // rank's own request, such as its Ctrl-C flag; may be empty) is true on any rank, so that
 // all ranks leave at the same step instead of the others waiting in the next collective.
-// Each call is one all-reduce: every rank must call it the same number of times.
+// Each call is one all-reduce: every rank must call it the same number of times. Without
+// a group (a single process) it is `local` itself.
 std::function<bool()> stop_on_any_rank(std::shared_ptr<Collective> group, std::function<bool()> local);
 
 }  // namespace qtft::dist

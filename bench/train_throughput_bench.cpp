@@ -46,7 +46,7 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device d
   const int warmup = 2;
   double total = 0.0;
   for (int s = 0; s < warmup + steps; ++s) {
-    std::vector<size_t> ids(indices.begin() + s * c.batch, indices.begin() + (s + 1) * c.batch);
+    std::vector<size_t> ids = indices.slice(static_cast<size_t>(s * c.batch), static_cast<size_t>((s + 1) * c.batch));
     auto batch = qtft::data::make_batch(dataset, qtft::data::Split::Train, ids);
     synchronize(device);
     auto start = std::chrono::steady_clock::now();

@@ -9,6 +9,7 @@ namespace qtft::cli {
 // Each adds one subcommand to the app; its callback runs the command and throws
 // qtft::Error (exit 1) or qtft::UsageError (exit 2) on failure.
 void add_make_data_command(CLI::App& app);
+void add_prepare_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_train_command(CLI::App& app);

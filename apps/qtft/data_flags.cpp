@@ -1,15 +1,25 @@
 #include "data_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "qtft/common/format.h"
 
 namespace qtft::cli {
 
 void add_bar_source_flags(CLI::App& cmd, DataFlags& f) {
   auto& src = f.source;
-  auto* parquet = cmd.add_option("--parquet-file", src.parquet_file, "Bars in a Parquet file")
-                      ->check(CLI::ExistingFile);
+  auto* parquet = cmd.add_option("--parquet-file,--data", src.parquet_file,
+                                 "Bars in a Parquet file, or a folder of them (read recursively; Hive partitions such "
+                                 "as symbol=ES/year=2024/ may supply the symbol)")
+                      ->check(CLI::ExistingPath);
   auto* csv = cmd.add_option("--csv-file", src.csv_file, "Bars in a CSV file")->check(CLI::ExistingFile);
   parquet->excludes(csv);
+  auto* store = cmd.add_option("--feature-store", src.feature_store,
+                                "Folder for the prepared feature store (memory-mapped features, rebuilt when the files "
+                                "or options change); default for a dataset folder: FOLDER/_qtft_store");
+  cmd.add_flag("--no-feature-store", src.in_memory, "Compute every feature in memory, even for a dataset folder")
+      ->excludes(store);
   auto& c = src.read.columns;
   cmd.add_option("--timestamp-column", c.timestamp, "Timestamp column")->capture_default_str();
   cmd.add_option("--open-column", c.open, "Open price column")->capture_default_str();
@@ -35,6 +45,14 @@ void add_window_flags(CLI::App& cmd, DataFlags& f) {
       ->capture_default_str();
   cmd.add_option("--test-fraction", d.test_fraction, "Share of each symbol's rows for test (the last ones)")
       ->capture_default_str();
+}
+
+void print_store(const data::StorePreparation& store) {
+  std::fprintf(stderr, "Feature store: %s (%s; %lld bars, %lld series, %s", store.path.c_str(), store.reason.c_str(),
+               static_cast<long long>(store.bars), static_cast<long long>(store.series),
+               format_bytes(store.bytes).c_str());
+  if (store.built) std::fprintf(stderr, ", %.1f s", store.seconds);
+  std::fprintf(stderr, ")\n");
 }
 
 void finish_data_flags(DataFlags& f) {

@@ -2,6 +2,7 @@
 
 #include "qtft/data/bar_source.h"
 #include "qtft/data/dataset.h"
+#include "qtft/data/feature_store.h"
 
 namespace CLI {
 class App;
@@ -19,6 +20,8 @@ struct DataFlags {
 
 void add_bar_source_flags(CLI::App& cmd, DataFlags& flags);
 void add_window_flags(CLI::App& cmd, DataFlags& flags);
+// One line on stderr: which feature store serves the data, and whether it was built.
+void print_store(const data::StorePreparation& store);
 // Applies flags that need post-processing (the timestamp unit) to flags.source.read.
 void finish_data_flags(DataFlags& flags);
 

@@ -46,7 +46,9 @@ void add_forecast_command(CLI::App& app) {
     f.runtime.apply();
     auto forecaster = infer::Forecaster::load(f.load_model, {f.runtime.device, f.int8_kernels});
     if (!forecaster.int8_kernels().empty()) std::fprintf(stderr, "%s: %s\n", f.load_model.c_str(), forecaster.int8_kernels().c_str());
-    auto bars = data::load_bars(f.data.source);
+    // Only each series' last bars are kept, file by file: a folder of years of bars costs
+    // the largest file, not the whole history.
+    auto bars = data::load_latest_bars(f.data.source, static_cast<size_t>(forecaster.min_bars()));
     auto forecasts = forecaster.forecast(bars.series);
     if (!f.output.empty()) {
       data::write_forecast_table(infer::forecast_table(forecasts), f.output);

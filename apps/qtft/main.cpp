@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <exception>
 #include <iostream>
 
@@ -18,10 +19,14 @@ int main(int argc, char** argv) {
   // installed at the time, so it must not change under live buffers.
   qtft::memory::install_cpu_memory_tracking();
   qtft::cli::remember_command_line(argc, argv);
+  // A file size limit (ulimit -f) then fails the write, which qtft reports and cleans up
+  // after, instead of killing the process mid-file.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"qtft: Temporal Fusion Transformer forecasting with quantization-aware training", "qtft"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "qtft 0.1.0");
   qtft::cli::add_make_data_command(app);
+  qtft::cli::add_prepare_command(app);
   qtft::cli::add_convert_command(app);
   qtft::cli::add_inspect_command(app);
   qtft::cli::add_train_command(app);

@@ -5,6 +5,8 @@
 #include "commands.h"
 #include "qtft/common/error.h"
 #include "qtft/data/bars.h"
+#include "qtft/data/parquet_dataset.h"
+#include "qtft/io/atomic_file.h"
 #include "qtft/data/synthetic.h"
 #include "run_flags.h"
 
@@ -17,14 +19,32 @@ void add_make_data_command(CLI::App& app) {
   };
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("make-data", "Write the embedded synthetic futures bars to a file");
-  cmd->add_option("--output", flags->output, "Output file (.parquet, or .csv)")->required()->check(writable_file());
+  cmd->add_option("--output", flags->output,
+                  "Output file (.parquet, or .csv), or a folder (ending in /) for a Hive-partitioned dataset: "
+                  "FOLDER/symbol=S/year=Y/part-0.parquet")
+      ->required();
   cmd->add_option("--rows", flags->synthetic.rows, "Bars in all, shared evenly by the symbols")
       ->capture_default_str();
   cmd->add_option("--symbols", flags->synthetic.symbols, "Number of symbols")->capture_default_str();
   cmd->add_option("--seed", flags->synthetic.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--bar-minutes", flags->synthetic.bar_minutes, "Minutes per bar (1..60)")->capture_default_str();
   cmd->callback([flags] {
-    auto bars = data::generate_synthetic_bars(flags->synthetic);
     const auto& out = flags->output;
+    if (out.ends_with("/") || data::is_directory(out)) {
+      // One symbol at a time: a dataset of hundreds of millions of bars never sits in memory.
+      size_t files = 0;
+      int64_t rows = 0;
+      for (int k = 0; k < flags->synthetic.symbols; ++k) {
+        const auto bars = data::generate_synthetic_symbol(flags->synthetic, k);
+        files += data::write_parquet_partitions(bars, out);
+        rows += static_cast<int64_t>(bars.total_rows());
+      }
+      std::cout << "Wrote " << out << ": " << rows << " bars, " << flags->synthetic.symbols << " symbols in " << files
+                << " files partitioned by symbol and year (seed " << flags->synthetic.seed << ")\n";
+      return;
+    }
+    io::check_writable(out, "--output");
+    auto bars = data::generate_synthetic_bars(flags->synthetic);
     if (out.ends_with(".csv")) {
       data::write_bars_csv(bars, out);
     } else if (out.ends_with(".parquet")) {

@@ -69,8 +69,7 @@ void run_memory_report(MemoryReportFlags& f) {
   if (source.uses_embedded_data() && !f.json) {
     std::cout << "No --parquet-file or --csv-file given: measuring on the " << data::describe_source(source) << "\n";
   }
-  auto bars = data::load_bars(source);
-  auto dataset = data::Dataset::build(bars, f.data.dataset);
+  auto dataset = data::open_dataset(source, f.data.dataset, nullptr, data::StoreAccess::BuildIfNeeded, print_store);
   model::TftOptions options = infer::model_options_for(dataset);
   f.model.apply_to(options);
   options.use_qat(f.qat.use_qat).weight_bits(f.qat.weight_bits).activation_bits(f.qat.activation_bits);

@@ -38,10 +38,10 @@ ModelRun open_model_run(ModelRunFlags& f) {
   if (f.data.source.uses_embedded_data()) {
     std::cerr << "No --parquet-file or --csv-file given: using the " << data::describe_source(f.data.source) << "\n";
   }
-  auto bars = data::load_bars(f.data.source);
-  auto dataset = data::Dataset::build(bars, loaded.file.dataset, loaded.file.features);
+  auto dataset = data::open_dataset(f.data.source, loaded.file.dataset, &loaded.file.features,
+                                    data::StoreAccess::BuildIfNeeded, print_store);
   auto split = f.split == "train" ? data::Split::Train : f.split == "validation" ? data::Split::Validation : data::Split::Test;
-  return {device, std::move(loaded), std::move(bars), std::move(dataset), split};
+  return {device, std::move(loaded), std::move(dataset), split};
 }
 
 }  // namespace qtft::cli

@@ -32,7 +32,6 @@ void add_int8_kernels_flag(CLI::App& cmd, std::string& kernels);
 struct ModelRun {
   c10::Device device;
   infer::LoadedModel loaded;
-  data::BarSet bars;
   data::Dataset dataset;
   data::Split split;
 };

@@ -68,7 +68,9 @@ nlohmann::json run_record(const TrainFlags& f, const std::string& save_path, int
             {"csv_file", absolute(src.csv_file)},
             {"columns", src.read.columns},
             {"symbol", src.read.symbol},
-            {"timestamp_unit", f.data.timestamp_unit}}}};
+            {"timestamp_unit", f.data.timestamp_unit},
+            {"feature_store", absolute(src.feature_store)},
+            {"in_memory", src.in_memory}}}};
 }
 
 // --resume: what the command line leaves out comes from the checkpoint's record: the data,
@@ -90,6 +92,9 @@ infer::ModelFile continue_recorded_run(TrainFlags& f, bool print, int64_t ranks)
       src.read.columns = d.at("columns").get<data::ColumnNames>();
       src.read.symbol = d.at("symbol").get<std::string>();
       f.data.timestamp_unit = d.at("timestamp_unit").get<std::string>();
+      // Records written before feature stores existed have neither.
+      src.feature_store = d.value("feature_store", std::string());
+      src.in_memory = d.value("in_memory", false);
     }
   } catch (const nlohmann::json::exception& e) {
     throw Error(f.load_model + ": malformed record of the run to resume: " + e.what());
@@ -148,13 +153,14 @@ void print_config(const model::TftOptions& m, const train::TrainOptions& t, int6
 // The workflow's events, printed as the run goes.
 class ConsolePrinter : public train::TrainingEvents {
  public:
-  ConsolePrinter(const data::BarSet& bars, const data::BarSource& source, bool verbose_observers, c10::Device device)
-      : bars_(bars), source_(source), verbose_(verbose_observers), device_(device) {}
+  ConsolePrinter(const data::BarSource& source, bool verbose_observers, c10::Device device)
+      : source_(source), verbose_(verbose_observers), device_(device) {}
   void model_loaded(const std::filesystem::path& path) override {
     std::cout << "Loaded " << path.string() << " (its configuration, features and windows are kept)\n";
   }
+  void feature_store_ready(const data::StorePreparation& store) override { print_store(store); }
   void data_ready(const data::Dataset& dataset) override {
-    std::cout << "Data: " << data::describe_source(source_) << "\n" << data::summarize_dataset(bars_, dataset);
+    std::cout << "Data: " << data::describe_source(source_) << "\n" << data::summarize_dataset(dataset);
   }
   void model_ready(const model::TemporalFusionTransformer& model, const train::TrainOptions& train) override {
     print_config(model->options(), train, infer::count_parameters(*model.ptr()), device_);
@@ -180,7 +186,6 @@ class ConsolePrinter : public train::TrainingEvents {
   }
 
  private:
-  const data::BarSet& bars_;
   const data::BarSource& source_;
   bool verbose_;
   c10::Device device_;
@@ -197,8 +202,8 @@ void run_compare_accuracy(const TrainFlags& f) {
   if (source.uses_embedded_data()) {
     std::cout << "No --parquet-file or --csv-file given: comparing on the " << data::describe_source(source) << "\n";
   }
-  auto bars = data::load_bars(source);
-  auto shared_dataset = std::make_shared<const data::Dataset>(data::Dataset::build(bars, f.data.dataset));
+  auto shared_dataset = std::make_shared<const data::Dataset>(
+      data::open_dataset(source, f.data.dataset, nullptr, data::StoreAccess::BuildIfNeeded, print_store));
   const auto& dataset = *shared_dataset;
   model::TftOptions options = infer::model_options_for(dataset);
   f.model.apply_to(options);
@@ -322,13 +327,12 @@ void run_train(TrainFlags& f) {
   if (leader && source.uses_embedded_data()) {
     std::cout << "No --parquet-file or --csv-file given: training on the " << data::describe_source(source) << "\n";
   }
-  auto bars = data::load_bars(source);
-  ConsolePrinter printer(bars, source, f.qat.verbose, setup.device);
+  ConsolePrinter printer(source, f.qat.verbose, setup.device);
   train::TrainingEvents quiet;
   setup.stop_requested = interrupt_requested;
   auto run = [&] {
     try {
-      return train::prepare_training(bars, setup, leader ? printer : quiet);
+      return train::prepare_training(source, setup, leader ? printer : quiet);
     } catch (const train::Interrupted& e) {
       if (leader) std::fprintf(stderr, "\nqtft: %s\n", e.what());
       throw ExitCode{130};

@@ -51,6 +51,20 @@ std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path) {
   }
 }
 
+std::shared_ptr<arrow::Schema> read_parquet_schema(const std::string& path) {
+  require_file(path);
+  auto input = unwrap(arrow::io::ReadableFile::Open(path), path, "cannot open");
+  try {
+    auto reader = unwrap(parquet::arrow::OpenFile(input, arrow::default_memory_pool()), path,
+                         "not a valid Parquet file");
+    std::shared_ptr<arrow::Schema> schema;
+    check(reader->GetSchema(&schema), path, "cannot read the Parquet schema");
+    return schema;
+  } catch (const parquet::ParquetException& e) {
+    throw Error(path + ": not a valid Parquet file: " + e.what());
+  }
+}
+
 std::shared_ptr<arrow::Table> read_csv_table(const std::string& path) {
   require_file(path);
   auto input = unwrap(arrow::io::ReadableFile::Open(path), path, "cannot open");

@@ -14,6 +14,16 @@ size_t BarSet::total_rows() const {
   return n;
 }
 
+void append_bars(BarSeries& to, const BarSeries& from) {
+  auto append = [](auto& a, const auto& b) { a.insert(a.end(), b.begin(), b.end()); };
+  append(to.timestamp_ns, from.timestamp_ns);
+  append(to.open, from.open);
+  append(to.high, from.high);
+  append(to.low, from.low);
+  append(to.close, from.close);
+  append(to.volume, from.volume);
+}
+
 BarSeries slice_bars(const BarSeries& s, size_t begin, size_t end) {
   if (begin > end || end > s.size()) {
     throw Error("slice_bars: bars [" + std::to_string(begin) + ", " + std::to_string(end) + ") of " +

@@ -48,44 +48,15 @@ std::vector<std::string> names_of(const std::vector<FeatureStats>& stats) {
   return names;
 }
 
-FeatureSpec fit_spec(const BarSet& bars, const DatasetOptions& options) {
-  FeatureSpec spec;
-  auto observed_names = observed_feature_names(bars.has_range, bars.has_volume);
-  auto known_names = known_feature_names();
-  std::vector<Moments> observed(observed_names.size()), known(known_names.size());
-  Moments target;
-  for (const auto& s : bars.series) {
-    spec.symbols.push_back(s.symbol);
-    // Features are recomputed in the second pass rather than kept: this pass holds one
-    // series' doubles at a time, which matters for files of millions of bars.
-    auto raw = compute_raw_features(s, bars.has_range, bars.has_volume);
-    auto rows = static_cast<int64_t>(raw.log_return.size());
-    int64_t train_end = split_bounds(rows, options)[1];
-    for (int64_t r = 0; r < train_end; ++r) {
-      for (size_t j = 0; j < observed.size(); ++j) observed[j].add(raw.observed[r * observed.size() + j]);
-      for (size_t j = 0; j < known.size(); ++j) known[j].add(raw.known[r * known.size() + j]);
-      target.add(raw.log_return[r]);
-    }
-  }
-  for (size_t j = 0; j < observed.size(); ++j) {
-    spec.observed.push_back({observed_names[j], observed[j].mean, observed[j].std_or_one()});
-  }
-  for (size_t j = 0; j < known.size(); ++j) {
-    spec.known.push_back({known_names[j], known[j].mean, known[j].std_or_one()});
-  }
-  spec.target_scale = target.std_or_one();
-  return spec;
-}
-
-void check_spec_matches(const BarSet& bars, const FeatureSpec& spec) {
-  check_feature_names(spec, bars.source + ": the model");
+void check_spec_matches(bool has_range, bool has_volume, const std::string& source, const FeatureSpec& spec) {
+  check_feature_names(spec, source + ": the model");
   // A file may carry more columns than the model uses (volume, say); it may not carry fewer.
-  if (spec_uses_range(spec) && !bars.has_range) {
-    throw Error(bars.source + ": the model was trained on open/high/low bars (inputs hl_range, close_open) but this "
+  if (spec_uses_range(spec) && !has_range) {
+    throw Error(source + ": the model was trained on open/high/low bars (inputs hl_range, close_open) but this "
                 "file has only close prices");
   }
-  if (spec_uses_volume(spec) && !bars.has_volume) {
-    throw Error(bars.source + ": the model was trained on bars with volume (input log_volume) but this file has none");
+  if (spec_uses_volume(spec) && !has_volume) {
+    throw Error(source + ": the model was trained on bars with volume (input log_volume) but this file has none");
   }
 }
 
@@ -100,6 +71,81 @@ void normalize_into(const std::vector<double>& raw, const std::vector<FeatureSta
 }
 
 }  // namespace
+
+struct SpecFitter::Moments : data::Moments {};
+
+SpecFitter::SpecFitter(bool has_range, bool has_volume, const DatasetOptions& options)
+    : has_range_(has_range),
+      has_volume_(has_volume),
+      options_(options),
+      observed_count_(observed_feature_names(has_range, has_volume).size()),
+      known_count_(known_feature_names().size()) {
+  moments_ = std::make_unique<Moments[]>(observed_count_ + known_count_ + 1);
+}
+
+SpecFitter::~SpecFitter() = default;
+SpecFitter::SpecFitter(SpecFitter&&) noexcept = default;
+
+void SpecFitter::add(const BarSeries& s) {
+  symbols_.push_back(s.symbol);
+  // Features are recomputed when the dataset is assembled rather than kept: this holds one
+  // series' doubles at a time, which matters for files of millions of bars.
+  auto raw = compute_raw_features(s, has_range_, has_volume_);
+  auto rows = static_cast<int64_t>(raw.log_return.size());
+  int64_t train_end = split_bounds(rows, options_)[1];
+  Moments* observed = moments_.get();
+  Moments* known = observed + observed_count_;
+  Moments& target = known[known_count_];
+  for (int64_t r = 0; r < train_end; ++r) {
+    for (size_t j = 0; j < observed_count_; ++j) observed[j].add(raw.observed[r * observed_count_ + j]);
+    for (size_t j = 0; j < known_count_; ++j) known[j].add(raw.known[r * known_count_ + j]);
+    target.add(raw.log_return[r]);
+  }
+}
+
+FeatureSpec SpecFitter::finish() const {
+  FeatureSpec spec;
+  spec.symbols = symbols_;
+  const auto observed_names = observed_feature_names(has_range_, has_volume_);
+  const auto known_names = known_feature_names();
+  const Moments* observed = moments_.get();
+  const Moments* known = observed + observed_count_;
+  for (size_t j = 0; j < observed_count_; ++j) {
+    spec.observed.push_back({observed_names[j], observed[j].mean, observed[j].std_or_one()});
+  }
+  for (size_t j = 0; j < known_count_; ++j) spec.known.push_back({known_names[j], known[j].mean, known[j].std_or_one()});
+  spec.target_scale = known[known_count_].std_or_one();
+  return spec;
+}
+
+FeaturePlan plan_features(bool has_range, bool has_volume, const FeatureSpec* saved, const std::string& source) {
+  FeaturePlan plan;
+  if (!saved) {
+    plan.has_range = has_range;
+    plan.has_volume = has_volume;
+    return plan;
+  }
+  check_spec_matches(has_range, has_volume, source, *saved);
+  plan.spec = *saved;
+  plan.saved = true;
+  plan.has_range = spec_uses_range(*saved);
+  plan.has_volume = spec_uses_volume(*saved);
+  return plan;
+}
+
+SeriesFeatures dataset_series(const BarSeries& s, size_t position, size_t series_count, const FeaturePlan& plan,
+                              const DatasetOptions& options, const std::string& source) {
+  const int64_t id = plan.saved ? resolve_symbol_id(plan.spec, s.symbol, series_count == 1, source)
+                                : static_cast<int64_t>(position);
+  SeriesFeatures f = featurize_series(s, plan.has_range, plan.has_volume, plan.spec, id);
+  if (plan.saved) f.symbol = plan.spec.symbols[static_cast<size_t>(id)];
+  f.split_bounds = split_bounds(static_cast<int64_t>(f.rows()), options);
+  return f;
+}
+
+SeriesView view_of(const SeriesFeatures& f) {
+  return {f.symbol, f.symbol_id, f.timestamp_ns, f.close, f.observed, f.known, f.target, f.split_bounds};
+}
 
 bool spec_uses_range(const FeatureSpec& spec) {
   return std::any_of(spec.observed.begin(), spec.observed.end(), [](const auto& f) { return f.name == "hl_range"; });
@@ -192,47 +238,56 @@ Dataset Dataset::build(const BarSet& bars, const DatasetOptions& options, const 
 
 Dataset Dataset::assemble(const BarSet& bars, const DatasetOptions& options, const FeatureSpec* saved) {
   options.validate();
+  FeaturePlan plan = plan_features(bars.has_range, bars.has_volume, saved, bars.source);
+  if (!saved) {
+    SpecFitter fitter(plan.has_range, plan.has_volume, options);
+    for (const auto& s : bars.series) fitter.add(s);
+    plan.spec = fitter.finish();
+  }
+  auto owned = std::make_shared<std::vector<SeriesFeatures>>();
+  owned->reserve(bars.series.size());
+  for (size_t i = 0; i < bars.series.size(); ++i) {
+    owned->push_back(dataset_series(bars.series[i], i, bars.series.size(), plan, options, bars.source));
+  }
+  std::vector<SeriesView> views;
+  for (const auto& f : *owned) views.push_back(view_of(f));
+  return over(options, std::move(plan.spec), bars.source, std::move(views), std::move(owned));
+}
+
+Dataset Dataset::over(const DatasetOptions& options, FeatureSpec spec, std::string source,
+                      std::vector<SeriesView> series, std::shared_ptr<const void> storage) {
+  options.validate();
   Dataset d;
   d.options_ = options;
-  d.source_ = bars.source;
-  if (saved) {
-    check_spec_matches(bars, *saved);
-    d.spec_ = *saved;
-  } else {
-    d.spec_ = fit_spec(bars, options);
-  }
-  // A saved spec reads only the inputs it was trained on from a file that has more.
-  const bool has_range = saved ? spec_uses_range(d.spec_) : bars.has_range;
-  const bool has_volume = saved ? spec_uses_volume(d.spec_) : bars.has_volume;
-  for (const auto& s : bars.series) {
-    int64_t id = saved ? resolve_symbol_id(d.spec_, s.symbol, bars.series.size() == 1, bars.source)
-                       : static_cast<int64_t>(d.series_.size());
-    SeriesFeatures f = featurize_series(s, has_range, has_volume, d.spec_, id);
-    if (saved) f.symbol = d.spec_.symbols[static_cast<size_t>(id)];
-    f.split_bounds = split_bounds(static_cast<int64_t>(f.rows()), options);
-    d.series_.push_back(std::move(f));
-  }
+  d.spec_ = std::move(spec);
+  d.source_ = std::move(source);
+  d.series_ = std::move(series);
+  d.storage_ = std::move(storage);
   d.index_windows();
+  d.require_a_window_per_split();
+  return d;
+}
 
-  const int64_t need = options.encoder_length + options.horizon;
+void Dataset::require_a_window_per_split() const {
+  const int64_t need = options_.encoder_length + options_.horizon;
   for (Split split : kAllSplits) {
-    if (split == Split::Test && options.test_fraction == 0) continue;
-    if (d.num_windows(split) > 0) continue;
+    if (split == Split::Test && options_.test_fraction == 0) continue;
+    if (num_windows(split) > 0) continue;
+    // A series of n bars has n - 1 feature rows (the first bar has no return).
     size_t longest = 0;
     std::string longest_symbol;
-    for (const auto& s : bars.series) {
-      if (s.size() >= longest) {
-        longest = s.size();
+    for (const auto& s : series_) {
+      if (s.rows() + 1 >= longest) {
+        longest = s.rows() + 1;
         longest_symbol = s.symbol;
       }
     }
-    throw Error(bars.source + ": too few rows for one " + split_name(split) + " window: a window needs " +
-                std::to_string(need) + " consecutive bars (encoder " + std::to_string(options.encoder_length) +
-                " + horizon " + std::to_string(options.horizon) + ") inside one symbol's " + split_name(split) +
+    throw Error(source_ + ": too few rows for one " + split_name(split) + " window: a window needs " +
+                std::to_string(need) + " consecutive bars (encoder " + std::to_string(options_.encoder_length) +
+                " + horizon " + std::to_string(options_.horizon) + ") inside one symbol's " + split_name(split) +
                 " split, but the longest symbol '" + longest_symbol + "' has only " + std::to_string(longest) +
                 " rows in all");
   }
-  return d;
 }
 
 void Dataset::index_windows() {

@@ -21,20 +21,25 @@ std::string stats_line(const FeatureStats& s) {
 
 }  // namespace
 
-std::string summarize_dataset(const BarSet& bars, const Dataset& dataset) {
+std::string summarize_dataset(const Dataset& dataset) {
   const auto& o = dataset.options();
   const auto& spec = dataset.spec();
+  const auto& series = dataset.series();
+  // A series of n bars has n - 1 feature rows: its first bar has no return.
+  size_t bars = 0;
+  for (const auto& s : series) bars += s.rows() + 1;
   std::string out;
-  out += "  rows: " + std::to_string(bars.total_rows()) + " bars, " + std::to_string(bars.series.size()) +
-         " symbol" + (bars.series.size() == 1 ? "" : "s") + " (";
-  for (size_t i = 0; i < bars.series.size(); ++i) {
-    const auto& s = bars.series[i];
-    out += (i ? ", " : "") + s.symbol + ": " + std::to_string(s.size());
+  out += "  rows: " + std::to_string(bars) + " bars, " + std::to_string(series.size()) + " symbol" +
+         (series.size() == 1 ? "" : "s") + " (";
+  constexpr size_t kListed = 12;  // a desk's hundreds of contracts would fill the screen
+  for (size_t i = 0; i < series.size() && i < kListed; ++i) {
+    out += (i ? ", " : "") + series[i].symbol + ": " + std::to_string(series[i].rows() + 1);
   }
+  if (series.size() > kListed) out += ", and " + std::to_string(series.size() - kListed) + " more";
   out += ")\n";
-  if (!bars.series.empty() && bars.series.front().size() > 0) {
-    out += "  time: " + format_utc(bars.series.front().timestamp_ns.front()) + " to " +
-           format_utc(bars.series.front().timestamp_ns.back()) + " (first symbol)\n";
+  if (!series.empty() && series.front().rows() > 0) {
+    out += "  time: " + format_utc(series.front().timestamp_ns.front()) + " to " +
+           format_utc(series.front().timestamp_ns.back()) + " (first symbol, from its second bar)\n";
   }
   out += "  inputs: observed [" + names(spec.observed) + "], known [" + names(spec.known) +
          "], static [symbol]\n";

@@ -115,23 +115,27 @@ BarSeries generate_series(const Instrument& inst, const std::string& symbol, int
 
 }  // namespace
 
-BarSet generate_synthetic_bars(const SyntheticOptions& options) {
+BarSet generate_synthetic_symbol(const SyntheticOptions& options, int k) {
   if (options.symbols < 1) throw UsageError("--symbols must be at least 1");
   if (options.rows < options.symbols) throw UsageError("--rows must be at least the number of symbols");
-  if (options.bar_minutes < 1 || options.bar_minutes > 60) throw UsageError("bar minutes must be in 1..60");
+  if (options.bar_minutes < 1 || options.bar_minutes > 60) throw UsageError("--bar-minutes must be in 1..60");
   BarSet bars;
   bars.source = "embedded synthetic data";
   bars.has_range = true;
   bars.has_volume = true;
-  for (int k = 0; k < options.symbols; ++k) {
-    const auto& inst = kInstruments[static_cast<size_t>(k) % kInstruments.size()];
-    std::string symbol = inst.symbol;
-    if (k >= static_cast<int>(kInstruments.size())) symbol += std::to_string(k / kInstruments.size() + 1);
-    // Every symbol has its own stream, so adding symbols leaves the first ones unchanged.
-    Rng rng(mix_seed(options.seed, static_cast<uint64_t>(k)));
-    int64_t rows = options.rows / options.symbols + (k < options.rows % options.symbols ? 1 : 0);
-    bars.series.push_back(generate_series(inst, symbol, rows, options.bar_minutes, rng));
-  }
+  const auto& inst = kInstruments[static_cast<size_t>(k) % kInstruments.size()];
+  std::string symbol = inst.symbol;
+  if (k >= static_cast<int>(kInstruments.size())) symbol += std::to_string(k / kInstruments.size() + 1);
+  // Every symbol has its own stream, so adding symbols leaves the first ones unchanged.
+  Rng rng(mix_seed(options.seed, static_cast<uint64_t>(k)));
+  int64_t rows = options.rows / options.symbols + (k < options.rows % options.symbols ? 1 : 0);
+  bars.series.push_back(generate_series(inst, symbol, rows, options.bar_minutes, rng));
+  return bars;
+}
+
+BarSet generate_synthetic_bars(const SyntheticOptions& options) {
+  BarSet bars = generate_synthetic_symbol(options, 0);
+  for (int k = 1; k < options.symbols; ++k) bars.series.push_back(std::move(generate_synthetic_symbol(options, k).series[0]));
   return bars;
 }
 

@@ -74,6 +74,12 @@ double mean_over_ranks(Collective& group, double value) {
   return t[0].item<double>() / static_cast<double>(group.world_size());
 }
 
+bool all_ranks_agree(Collective& group, bool ok) {
+  std::vector<at::Tensor> flag{at::scalar_tensor(ok ? 1 : 0, at::kInt).reshape({1})};
+  group.all_reduce(flag, ReduceOp::min);
+  return flag[0].item<int>() != 0;
+}
+
 std::function<bool()> stop_on_any_rank(std::shared_ptr<Collective> group, std::function<bool()> local) {
   if (!group) return local;
   return [group = std::move(group), local = std::move(local)] {

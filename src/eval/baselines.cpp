@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <numeric>
 
 #include "qtft/common/error.h"
@@ -32,13 +34,90 @@ std::vector<double> empirical_quantiles(std::span<const double> values, const st
   return out;
 }
 
-std::vector<double> empirical_target_quantiles(const data::Dataset& dataset, const std::vector<double>& quantiles) {
-  std::vector<double> values;
+namespace {
+
+// Floats as unsigned integers in the same order (negatives reversed below the positives),
+// so that an order statistic can be found digit by digit.
+uint32_t sortable_bits(float value) {
+  uint32_t u = 0;
+  std::memcpy(&u, &value, sizeof u);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+float from_sortable_bits(uint32_t u) {
+  u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
+  float value = 0;
+  std::memcpy(&value, &u, sizeof value);
+  return value;
+}
+
+template <class F>
+void for_each_training_target(const data::Dataset& dataset, F&& f) {
   for (const auto& s : dataset.series()) {
-    for (int64_t r = s.split_bounds[0]; r < s.split_bounds[1]; ++r) values.push_back(s.target[static_cast<size_t>(r)]);
+    for (int64_t r = s.split_bounds[0]; r < s.split_bounds[1]; ++r) f(s.target[static_cast<size_t>(r)]);
   }
-  if (values.empty()) throw Error(dataset.source() + ": the training split has no rows to take target quantiles of");
-  return empirical_quantiles(values, quantiles);
+}
+
+// The k-th smallest training targets (0-based, for every k of `ranks`), exactly, in two
+// passes of radix selection over the dataset's own arrays: the high 16 bits first, then
+// the low 16 bits inside the buckets that hold a wanted rank. A sort would copy every
+// target, which for a feature store of a billion rows is what must not happen.
+std::vector<float> training_order_statistics(const data::Dataset& dataset, const std::vector<size_t>& ranks) {
+  constexpr size_t kBuckets = 1 << 16;
+  std::vector<uint64_t> high(kBuckets, 0);
+  for_each_training_target(dataset, [&](float v) { ++high[sortable_bits(v) >> 16]; });
+  struct Wanted {
+    uint32_t bucket;
+    uint64_t rank_in_bucket;
+  };
+  std::vector<Wanted> wanted;
+  std::map<uint32_t, std::vector<uint64_t>> low;  // a histogram per bucket that holds a rank
+  for (size_t k : ranks) {
+    uint64_t below = 0;
+    uint32_t b = 0;
+    while (below + high[b] <= k) below += high[b++];
+    wanted.push_back({b, k - below});
+    low.try_emplace(b, kBuckets, 0);
+  }
+  for_each_training_target(dataset, [&](float v) {
+    const uint32_t u = sortable_bits(v);
+    if (auto it = low.find(u >> 16); it != low.end()) ++it->second[u & 0xffffu];
+  });
+  std::vector<float> out;
+  for (const auto& w : wanted) {
+    const auto& counts = low.at(w.bucket);
+    uint64_t below = 0;
+    uint32_t l = 0;
+    while (below + counts[l] <= w.rank_in_bucket) below += counts[l++];
+    out.push_back(from_sortable_bits((w.bucket << 16) | l));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<double> empirical_target_quantiles(const data::Dataset& dataset, const std::vector<double>& quantiles) {
+  check_quantiles(quantiles);
+  size_t n = 0;
+  for (const auto& s : dataset.series()) n += static_cast<size_t>(s.split_bounds[1] - s.split_bounds[0]);
+  if (n == 0) throw Error(dataset.source() + ": the training split has no rows to take target quantiles of");
+  // The same interpolation as empirical_quantiles, between the two order statistics around
+  // each quantile's position.
+  std::vector<size_t> ranks;
+  const auto last = static_cast<double>(n - 1);
+  for (double q : quantiles) {
+    const auto lo = static_cast<size_t>(std::floor(last * q));
+    ranks.push_back(lo);
+    ranks.push_back(std::min(lo + 1, n - 1));
+  }
+  const auto values = training_order_statistics(dataset, ranks);
+  std::vector<double> out;
+  for (size_t i = 0; i < quantiles.size(); ++i) {
+    const double h = last * quantiles[i];
+    const double lo = values[2 * i], hi = values[2 * i + 1];
+    out.push_back(lo + (h - std::floor(h)) * (hi - lo));
+  }
+  return out;
 }
 
 const ForecastMetrics& BaselineMetrics::best() const { return empirical.loss < zero.loss ? empirical : zero; }

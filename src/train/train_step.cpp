@@ -16,8 +16,7 @@ data::Batch first_training_batch(const data::Dataset& dataset, const TrainOption
   const size_t windows = dataset.num_windows(data::Split::Train);
   if (windows == 0) throw Error("the training split has no windows");
   const auto order = data::BatchOrder(windows, options.batch_size, options.seed, true).epoch_order(0);
-  const std::vector<size_t> first(order.begin(),
-                                  order.begin() + static_cast<std::ptrdiff_t>(std::min(windows, options.batch_size)));
+  const std::vector<size_t> first = order.slice(0, std::min(windows, options.batch_size));
   return data::make_batch(dataset, data::Split::Train, first);
 }
 

@@ -310,8 +310,7 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
       const size_t global_end = std::min(global_first + global_batch, windows);
       const size_t first = group_ ? global_first + rank * options_.batch_size : global_first;
       const size_t end = group_ ? first + options_.batch_size : global_end;
-      std::vector<size_t> indices(epoch_order.begin() + static_cast<std::ptrdiff_t>(first),
-                                  epoch_order.begin() + static_cast<std::ptrdiff_t>(end));
+      std::vector<size_t> indices = epoch_order.slice(first, end);
       const auto global_size = static_cast<int64_t>(global_end - global_first);
       double loss = train_step(indices);
       if (!std::isfinite(loss)) {

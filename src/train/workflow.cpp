@@ -63,7 +63,38 @@ void check_training_setup(const TrainingSetup& setup) {
   }
 }
 
-PreparedTraining prepare_training(const data::BarSet& bars, TrainingSetup setup, TrainingEvents& events) {
+namespace {
+
+data::Dataset open_training_data(const data::BarSource& source, const TrainingSetup& setup,
+                                 const std::optional<infer::LoadedModel>& loaded, TrainingEvents& events) {
+  const auto& options = loaded ? loaded->file.dataset : setup.dataset;
+  const data::FeatureSpec* saved = loaded ? &loaded->file.features : nullptr;
+  if (source.feature_store_folder().empty()) return data::open_dataset(source, options, saved);
+  const bool builder = !setup.group || setup.group->rank() == 0;
+  std::optional<data::StorePreparation> store;
+  std::exception_ptr failed;
+  if (builder) {
+    try {
+      store = data::prepare_feature_store(source, options, saved);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  }
+  // The other ranks wait for the store, then map the same file: one copy of the data per
+  // machine. A builder that failed still meets them, and they fail with it.
+  if (setup.group) {
+    const auto ok = dist::all_ranks_agree(*setup.group, !failed);
+    if (!ok && !failed) throw Error("the feature store was not built: rank 0 failed (see its error)");
+  }
+  if (failed) std::rethrow_exception(failed);
+  if (!builder) store = data::prepare_feature_store(source, options, saved, data::StoreAccess::MustExist);
+  events.feature_store_ready(*store);
+  return data::map_feature_store(store->path);
+}
+
+}  // namespace
+
+PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup setup, TrainingEvents& events) {
   check_training_setup(setup);
   setup.qat.apply_to(setup.train);
 
@@ -84,9 +115,7 @@ PreparedTraining prepare_training(const data::BarSet& bars, TrainingSetup setup,
     }
   }
   PreparedTraining run;
-  run.dataset = std::make_shared<const data::Dataset>(
-      loaded ? data::Dataset::build(bars, loaded->file.dataset, loaded->file.features)
-             : data::Dataset::build(bars, setup.dataset));
+  run.dataset = std::make_shared<const data::Dataset>(open_training_data(source, setup, loaded, events));
   events.data_ready(*run.dataset);
 
   if (loaded && setup.qat.use_qat && !setup.resume) {

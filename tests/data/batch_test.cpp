@@ -11,12 +11,14 @@
 namespace qtft::data {
 namespace {
 
+std::vector<size_t> whole(const EpochOrder& order) { return order.slice(0, order.size()); }
+
 TEST(BatchOrder, SameSeedSameOrderAndEveryWindowOnce) {
   BatchOrder a(1000, 64, 42, true), b(1000, 64, 42, true), c(1000, 64, 43, true);
-  auto order = a.epoch_order(0);
-  EXPECT_EQ(order, b.epoch_order(0));
-  EXPECT_NE(order, c.epoch_order(0));
-  EXPECT_NE(order, a.epoch_order(1));  // a new permutation each epoch
+  auto order = whole(a.epoch_order(0));
+  EXPECT_EQ(order, whole(b.epoch_order(0)));
+  EXPECT_NE(order, whole(c.epoch_order(0)));
+  EXPECT_NE(order, whole(a.epoch_order(1)));  // a new permutation each epoch
   auto sorted = order;
   std::sort(sorted.begin(), sorted.end());
   std::vector<size_t> all(1000);
@@ -29,12 +31,32 @@ TEST(BatchOrder, PinnedOrderForSeed) {
   // Fisher-Yates over qtft::Rng is fully specified: this order must never change silently,
   // or resumed runs and published results would stop reproducing.
   BatchOrder order(8, 4, 42, true);
-  EXPECT_EQ(order.epoch_order(0), (std::vector<size_t>{1, 7, 3, 5, 6, 4, 2, 0}));
+  EXPECT_EQ(whole(order.epoch_order(0)), (std::vector<size_t>{1, 7, 3, 5, 6, 4, 2, 0}));
+}
+
+TEST(BatchOrder, BeyondTheInMemoryShuffleEveryWindowComesOnceWithoutAList) {
+  // Past kShuffledInMemory windows the order is computed per position: still a permutation,
+  // seeded per epoch, and no longer the identity.
+  const size_t n = EpochOrder::kShuffledInMemory + 12345;
+  BatchOrder order(n, 64, 42, true);
+  const auto epoch = order.epoch_order(0);
+  std::vector<bool> seen(n, false);
+  size_t in_place = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t w = epoch[i];
+    ASSERT_LT(w, n);
+    ASSERT_FALSE(seen[w]) << "window " << w << " twice";
+    seen[w] = true;
+    in_place += w == i;
+  }
+  EXPECT_LT(in_place, 100u);
+  EXPECT_NE(epoch.slice(0, 8), order.epoch_order(1).slice(0, 8));
+  EXPECT_EQ(epoch.slice(0, 8), BatchOrder(n, 64, 42, true).epoch_order(0).slice(0, 8));
 }
 
 TEST(BatchOrder, UnshuffledIsInOrder) {
   BatchOrder order(5, 2, 42, false);
-  EXPECT_EQ(order.epoch_order(3), (std::vector<size_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(whole(order.epoch_order(3)), (std::vector<size_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(order.num_batches(), 3u);
 }
 

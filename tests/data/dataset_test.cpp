@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 
 #include "qtft/common/error.h"
@@ -158,7 +160,7 @@ TEST(Dataset, AOneSymbolModelAppliesToItsSeriesUnderAnyNameAndIgnoresExtraColumn
   auto applied = Dataset::build(renamed, small_options(), trained.spec());
   EXPECT_EQ(applied.series()[0].symbol, "S0");  // the model's name for it
   EXPECT_EQ(applied.series()[0].observed.size(), trained.series()[0].observed.size());
-  EXPECT_EQ(applied.series()[0].observed, trained.series()[0].observed);
+  EXPECT_TRUE(std::ranges::equal(applied.series()[0].observed, trained.series()[0].observed));
   // Two series are not "the" series: each name must be known.
   auto two = test::regular_bar_set(101, 2);
   EXPECT_THAT(test::error_message([&] { Dataset::build(two, small_options(), trained.spec()); }),
@@ -170,13 +172,13 @@ TEST(Dataset, KnownInputsAreAFunctionOfTheTimestampAlone) {
   auto d = Dataset::build(bars, small_options());
   const auto& s = d.series()[0];
   auto known = known_inputs_at(s.timestamp_ns, d.spec());
-  EXPECT_EQ(known, s.known);
+  EXPECT_TRUE(std::ranges::equal(known, s.known));
   // A week's halt before bar 50 (same time of day, same weekday after it): the known inputs
   // do not see it; the observed bar_gap of row 49, which describes bar 50, does.
   auto halted = bars;
   for (size_t i = 50; i < halted.series[0].size(); ++i) halted.series[0].timestamp_ns[i] += 7 * 86'400'000'000'000LL;
   auto h = Dataset::build(halted, small_options(), d.spec());
-  EXPECT_EQ(h.series()[0].known, s.known);
+  EXPECT_TRUE(std::ranges::equal(h.series()[0].known, s.known));
   constexpr size_t kWidth = 5, kBarGap = 4;
   for (size_t r = 0; r < s.rows(); ++r) {
     const bool changed = h.series()[0].observed[r * kWidth + kBarGap] != s.observed[r * kWidth + kBarGap];

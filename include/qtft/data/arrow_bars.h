@@ -6,6 +6,7 @@
 #include "qtft/data/bars.h"
 
 namespace arrow {
+class Schema;
 class Table;
 }
 
@@ -17,6 +18,8 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source,
                        const BarReadOptions& options);
 
 std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path);
+// The schema from a Parquet file's footer, without reading its data.
+std::shared_ptr<arrow::Schema> read_parquet_schema(const std::string& path);
 std::shared_ptr<arrow::Table> read_csv_table(const std::string& path);
 void write_parquet_table(const arrow::Table& table, const std::string& path);
 void write_csv_table(const arrow::Table& table, const std::string& path);

@@ -7,17 +7,28 @@
 
 namespace qtft::data {
 
-// Where bars come from: a Parquet file, a CSV file, or (neither given) the embedded
-// synthetic data set. One struct so that the CLI and embedding programs load alike.
+// Where bars come from: a Parquet file or a folder of them (a dataset, Hive partitions
+// allowed), a CSV file, or (none given) the embedded synthetic data set. One struct so that
+// the CLI and embedding programs load alike.
 struct BarSource {
-  std::string parquet_file;
+  std::string parquet_file;  // a file, or a folder read recursively
   std::string csv_file;
   BarReadOptions read;
   SyntheticOptions synthetic;
+  // Where feature stores are prepared (data/feature_store.h). Empty: "<folder>/_qtft_store"
+  // for a dataset folder (Arrow's discovery skips names starting with '_'), none for a file.
+  std::string feature_store;
+  bool in_memory = false;  // no feature store: every feature in memory, as for a small file
   bool uses_embedded_data() const { return parquet_file.empty() && csv_file.empty(); }
+  bool is_dataset_folder() const;
+  std::string feature_store_folder() const;  // "" when the features are held in memory
 };
 
+// Every bar of the source in memory (a folder's files concatenated per symbol, in path order).
 BarSet load_bars(const BarSource& source);
+// The last `keep` bars of each series (what a forecast reads). A folder is read file by
+// file, keeping only those, so memory follows the largest file, not the history.
+BarSet load_latest_bars(const BarSource& source, size_t keep);
 
 // One line naming the source, e.g. "embedded synthetic data (40000 bars, 2 symbols, seed 7)".
 std::string describe_source(const BarSource& source);

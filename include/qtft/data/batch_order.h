@@ -6,6 +6,30 @@
 
 namespace qtft::data {
 
+// One epoch's permutation of the windows. Up to kShuffledInMemory windows it is a
+// Fisher-Yates shuffle held as 4 bytes a window; beyond, a keyed bijection (a Feistel
+// network walked back into range) computed per position, so that a split of hundreds of
+// millions of windows costs no memory at all.
+class EpochOrder {
+ public:
+  static constexpr size_t kShuffledInMemory = size_t{1} << 22;
+
+  EpochOrder(size_t num_windows, uint64_t seed, bool shuffle);
+  size_t size() const { return size_; }
+  size_t operator[](size_t position) const;
+  // Positions [first, end): a batch's window indices.
+  std::vector<size_t> slice(size_t first, size_t end) const;
+
+ private:
+  uint64_t feistel(uint64_t x) const;
+
+  size_t size_;
+  bool shuffle_;
+  std::vector<uint32_t> shuffled_;  // the in-memory shuffle, when it is one
+  int half_bits_ = 0;               // the bijection's domain is 2^(2 * half_bits_)
+  uint64_t keys_[4] = {};
+};
+
 // The order in which an epoch visits windows. Each epoch's permutation depends only on
 // (seed, epoch), so a resumed run continues with exactly the batches it would have seen.
 class BatchOrder {
@@ -15,7 +39,7 @@ class BatchOrder {
   size_t num_windows() const { return num_windows_; }
   size_t batch_size() const { return batch_size_; }
   size_t num_batches() const;  // the last batch may be smaller
-  std::vector<size_t> epoch_order(int64_t epoch) const;
+  EpochOrder epoch_order(int64_t epoch) const;
 
  private:
   size_t num_windows_;

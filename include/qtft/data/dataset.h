@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -55,6 +56,59 @@ struct SeriesFeatures {
   size_t rows() const { return timestamp_ns.size(); }
 };
 
+// One symbol's features as a Dataset holds them: views into memory the Dataset keeps alive
+// (its own vectors, or a mapped feature store), so that both read alike.
+struct SeriesView {
+  std::string symbol;
+  int64_t symbol_id = 0;
+  std::span<const int64_t> timestamp_ns;
+  std::span<const double> close;
+  std::span<const float> observed;  // rows x observed inputs
+  std::span<const float> known;     // rows x known inputs
+  std::span<const float> target;
+  std::array<int64_t, 4> split_bounds{};
+  size_t rows() const { return timestamp_ns.size(); }
+};
+SeriesView view_of(const SeriesFeatures& features);
+
+// Which inputs a dataset computes from its bars and with which normalization. A saved spec
+// (a model's) reads only the inputs it was trained on, and names series by its vocabulary.
+struct FeaturePlan {
+  FeatureSpec spec;
+  bool has_range = false;
+  bool has_volume = false;
+  bool saved = false;
+};
+
+// Fits a FeatureSpec series by series, in the order Dataset::build visits them, so that a
+// reader that streams (the feature store) gets bitwise the statistics of one holding every bar.
+class SpecFitter {
+ public:
+  SpecFitter(bool has_range, bool has_volume, const DatasetOptions& options);
+  ~SpecFitter();
+  SpecFitter(SpecFitter&&) noexcept;
+  void add(const BarSeries& series);
+  FeatureSpec finish() const;
+
+ private:
+  struct Moments;
+  bool has_range_, has_volume_;
+  DatasetOptions options_;
+  std::vector<std::string> symbols_;
+  std::unique_ptr<Moments[]> moments_;  // observed inputs, then known inputs, then the target
+  size_t observed_count_ = 0, known_count_ = 0;
+};
+
+// The plan for bars with these columns: a saved spec's inputs when one is given (throws
+// qtft::Error naming `source` when the bars lack them), else every input the bars allow,
+// with the spec left for a SpecFitter to fill.
+FeaturePlan plan_features(bool has_range, bool has_volume, const FeatureSpec* saved, const std::string& source);
+
+// Series `position` of `series_count` as a dataset holds it: features under the plan, split
+// by `options`; under a saved spec its symbol id and name come from the spec's vocabulary.
+SeriesFeatures dataset_series(const BarSeries& series, size_t position, size_t series_count, const FeaturePlan& plan,
+                              const DatasetOptions& options, const std::string& source);
+
 // One series' features under `spec`, every row, with no split (all rows in split 0): what
 // Dataset::build computes per symbol, shared with serving so that the two cannot drift.
 SeriesFeatures featurize_series(const BarSeries& series, bool has_range, bool has_volume, const FeatureSpec& spec,
@@ -89,11 +143,15 @@ class Dataset {
   static Dataset build(const BarSet& bars, const DatasetOptions& options);
   // Applies a saved spec (evaluation, prediction, fine-tuning on new data).
   static Dataset build(const BarSet& bars, const DatasetOptions& options, const FeatureSpec& spec);
+  // Features held elsewhere (a mapped feature store); `storage` keeps the views valid.
+  // Throws qtft::Error naming `source` when a split has no window.
+  static Dataset over(const DatasetOptions& options, FeatureSpec spec, std::string source,
+                      std::vector<SeriesView> series, std::shared_ptr<const void> storage);
 
   const DatasetOptions& options() const { return options_; }
   const FeatureSpec& spec() const { return spec_; }
   const std::string& source() const { return source_; }
-  const std::vector<SeriesFeatures>& series() const { return series_; }
+  const std::vector<SeriesView>& series() const { return series_; }
   size_t num_observed() const { return spec_.observed.size(); }
   size_t num_known() const { return spec_.known.size(); }
   size_t num_windows(Split split) const;
@@ -103,11 +161,13 @@ class Dataset {
   static Dataset assemble(const BarSet& bars, const DatasetOptions& options,
                           const FeatureSpec* saved);
   void index_windows();
+  void require_a_window_per_split() const;
 
   DatasetOptions options_;
   FeatureSpec spec_;
   std::string source_;
-  std::vector<SeriesFeatures> series_;
+  std::vector<SeriesView> series_;
+  std::shared_ptr<const void> storage_;
   // first_window_[split][s] = index of series s's first window within the split.
   std::array<std::vector<size_t>, 3> first_window_;
 };

@@ -23,5 +23,8 @@ struct SyntheticOptions {
 //  - open/high/low/close from a sub-bar random walk; volume tied to activity.
 // Same options, same bars, on every machine (qtft::Rng, no std:: distributions).
 BarSet generate_synthetic_bars(const SyntheticOptions& options);
+// Symbol k of those bars alone (bitwise its series in generate_synthetic_bars), so that a
+// large data set can be written one symbol at a time.
+BarSet generate_synthetic_symbol(const SyntheticOptions& options, int k);
 
 }  // namespace qtft::data

@@ -36,6 +36,10 @@ void broadcast_weights(Collective& group, torch::nn::Module& module);
 // The mean of one value over all ranks.
 double mean_over_ranks(Collective& group, double value);
 
+// True on every rank when `ok` is true on every rank (one all-reduce): a step that one rank
+// does for all (rank 0 building the feature store) tells the others whether it succeeded.
+bool all_ranks_agree(Collective& group, bool ok);
+
 // A stop callback for a data-parallel run: true on every rank as soon as `local` (this
 // rank's own request, such as its Ctrl-C flag; may be empty) is true on any rank, so that
 // all ranks leave at the same step instead of the others waiting in the next collective.

@@ -14,8 +14,9 @@
 #include <optional>
 #include <string>
 
-#include "qtft/data/bars.h"
+#include "qtft/data/bar_source.h"
 #include "qtft/data/dataset.h"
+#include "qtft/data/feature_store.h"
 #include "qtft/eval/baselines.h"
 #include "qtft/infer/model_file.h"
 #include "qtft/model/tft.h"
@@ -67,6 +68,7 @@ class TrainingEvents {
  public:
   virtual ~TrainingEvents() = default;
   virtual void model_loaded(const std::filesystem::path&) {}
+  virtual void feature_store_ready(const data::StorePreparation&) {}
   virtual void data_ready(const data::Dataset&) {}
   virtual void model_ready(const model::TemporalFusionTransformer&, const TrainOptions&) {}
   virtual void calibration_started(int64_t /*batches*/) {}
@@ -88,9 +90,11 @@ struct PreparedTraining {
 // before loading any data. prepare_training checks again.
 void check_training_setup(const TrainingSetup& setup);
 
-// Prepares the run: load or build the model, window the bars, the QAT preamble, baselines,
-// the trainer (resumed with setup.resume).
-PreparedTraining prepare_training(const data::BarSet& bars, TrainingSetup setup, TrainingEvents& events);
+// Prepares the run: load or build the model, window the source's bars (from its feature
+// store when it has one: under data parallelism rank 0 builds it while the others wait,
+// then every rank maps the same file), the QAT preamble, baselines, the trainer (resumed
+// with setup.resume).
+PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup setup, TrainingEvents& events);
 
 // What a run saves: its configuration, features, windows, the best weights and the state
 // that --resume continues from.

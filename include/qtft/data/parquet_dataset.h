@@ -1,0 +1,74 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "qtft/data/bars.h"
+
+namespace arrow {
+class Schema;
+}
+
+namespace qtft::data {
+
+// One Parquet file of a dataset folder, as Arrow's dataset discovery found it.
+struct DatasetFile {
+  std::string path;
+  int64_t size_bytes = 0;
+  int64_t modified_ns = 0;
+  // The value of a Hive partition key named like the symbol column (symbol=ES/...), if any.
+  std::optional<std::string> partition_symbol;
+};
+
+// Every Parquet file below `directory` (recursively, in path order; names starting with '.'
+// or '_' are skipped as Arrow skips them, which is where qtft keeps its feature stores), with
+// Hive partition keys parsed from the folders. Throws qtft::Error for an empty folder or a
+// symbol partition value that is not a valid symbol.
+std::vector<DatasetFile> list_parquet_dataset(const std::string& directory, const BarReadOptions& options);
+
+bool is_directory(const std::string& path);
+
+// Reads a dataset folder file by file: each file's bars, the symbol taken from the partition
+// key when the file has no symbol column. Every file must have the first file's columns
+// and types: another schema is an error naming both files.
+class DatasetReader {
+ public:
+  DatasetReader(const std::string& directory, BarReadOptions options);
+  const std::vector<DatasetFile>& files() const { return files_; }
+  BarSet read(size_t k);
+
+ private:
+  BarReadOptions options_;
+  std::vector<DatasetFile> files_;
+  std::shared_ptr<arrow::Schema> first_schema_;
+};
+
+// Series that arrive in parts (a folder's files): one series per symbol in order of first
+// appearance across the parts, each part's bars strictly after those before it.
+class SeriesAssembly {
+ public:
+  // The index of each of the part's series in the whole, new symbols appended. Throws
+  // qtft::Error naming the part's file when a series does not start after its earlier bars.
+  std::vector<size_t> place(const BarSet& part);
+  const std::vector<std::string>& symbols() const { return symbols_; }
+
+ private:
+  std::unordered_map<std::string, size_t> index_;
+  std::vector<std::string> symbols_;
+  std::vector<int64_t> last_ns_;
+  std::vector<std::string> last_source_;
+};
+
+// Writes bars as a Hive-partitioned dataset: FOLDER/symbol=S/year=Y/part-0.parquet, one file
+// per symbol and UTC year, without a symbol column (the folder names it); each file atomically.
+// Returns the number of files written.
+size_t write_parquet_partitions(const BarSet& bars, const std::string& folder);
+
+// The bars of a whole folder, in memory (what load_bars does for a folder).
+BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOptions& options);
+
+}  // namespace qtft::data

@@ -1,0 +1,493 @@
+// The feature store: built in three streaming passes so that memory follows the largest
+// file and the longest series, never the row count.
+//   1. each source file's bars are validated and spilled to a scratch file, by series;
+//   2. the normalization statistics are fitted series by series (training split only);
+//   3. each series' features are computed and appended to the store.
+// Passes 2 and 3 run the same functions as Dataset::build on the same series in the same
+// order, so a store's features are bitwise those of the in-memory path.
+#include "qtft/data/feature_store.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unistd.h>
+
+#include "qtft/common/error.h"
+#include "qtft/data/feature_spec_json.h"
+#include "qtft/data/parquet_dataset.h"
+#include "qtft/io/atomic_file.h"
+#include "qtft/io/mapped_file.h"
+
+namespace qtft::data {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr char kHeadMagic[8] = {'Q', 'T', 'F', 'S', 'T', 'O', 'R', '1'};
+constexpr char kTailMagic[8] = {'Q', 'T', 'F', 'S', 'E', 'N', 'D', '1'};
+constexpr size_t kAlign = 64;
+constexpr size_t kFooterBytes = 24;
+constexpr uint64_t kMaxIndexBytes = uint64_t{256} << 20;
+constexpr int kFormatVersion = 1;
+constexpr const char* kExtension = ".qtfs";
+
+// Appends arrays to a file, each at an aligned offset; errors (a full disk) name the file.
+class ArrayWriter {
+ public:
+  ArrayWriter(const fs::path& path, const std::string& shown) : shown_(shown) {
+    file_ = std::fopen(path.c_str(), "wb");
+    if (!file_) fail("cannot create");
+    std::setvbuf(file_, nullptr, _IOFBF, 1 << 20);
+  }
+  ~ArrayWriter() {
+    if (file_) std::fclose(file_);
+  }
+  ArrayWriter(const ArrayWriter&) = delete;
+  ArrayWriter& operator=(const ArrayWriter&) = delete;
+
+  template <class T>
+  uint64_t append(std::span<const T> values) {
+    pad();
+    const uint64_t at = offset_;
+    write(values.data(), values.size_bytes());
+    return at;
+  }
+  void write(const void* data, size_t bytes) {
+    if (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes) fail("cannot write");
+    offset_ += bytes;
+  }
+  void pad() {
+    static constexpr char zeros[kAlign] = {};
+    write(zeros, (kAlign - offset_ % kAlign) % kAlign);
+  }
+  uint64_t offset() const { return offset_; }
+  void close() {
+    const bool ok = std::fflush(file_) == 0 && ::fsync(fileno(file_)) == 0;
+    const int err = errno;
+    std::fclose(file_);
+    file_ = nullptr;
+    if (!ok) {
+      errno = err;
+      fail("cannot write");
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) {
+    const std::string reason = std::strerror(errno);
+    throw Error(shown_ + ": " + what + " the feature store: " + reason);
+  }
+  std::string shown_;
+  std::FILE* file_ = nullptr;
+  uint64_t offset_ = 0;
+};
+
+// ---- what a store is built from ----
+
+json read_options_json(const BarReadOptions& r) {
+  const auto& c = r.columns;
+  return {{"timestamp", c.timestamp}, {"open", c.open},     {"high", c.high},     {"low", c.low},
+          {"close", c.close},         {"volume", c.volume}, {"symbol", c.symbol}, {"symbol_name", r.symbol},
+          {"epoch_unit", static_cast<int>(r.epoch_unit)}};
+}
+
+json file_json(const std::string& path, const fs::path& relative_to, int64_t size, int64_t mtime) {
+  return {{"path", fs::path(path).lexically_relative(relative_to).string()}, {"size", size}, {"modified_ns", mtime}};
+}
+
+// The source's files; a folder is listed through Arrow's dataset discovery.
+json source_files(const BarSource& source) {
+  json files = json::array();
+  if (source.is_dataset_folder()) {
+    const auto base = fs::absolute(source.parquet_file).lexically_normal();
+    for (const auto& f : list_parquet_dataset(source.parquet_file, source.read)) {
+      files.push_back(file_json(f.path, base, f.size_bytes, f.modified_ns));
+    }
+    return files;
+  }
+  const std::string path = source.parquet_file.empty() ? source.csv_file : source.parquet_file;
+  std::error_code ec;
+  const auto size = static_cast<int64_t>(fs::file_size(path, ec));
+  if (ec) throw Error(path + ": no such file");
+  const auto mtime = fs::last_write_time(path, ec).time_since_epoch();
+  files.push_back(file_json(fs::absolute(path).string(), "/", size,
+                            std::chrono::duration_cast<std::chrono::nanoseconds>(mtime).count()));
+  return files;
+}
+
+// The source's absolute path, without a trailing separator: "bars/" and "bars" are one source.
+std::string absolute_source(const BarSource& source) {
+  std::string path = fs::absolute(source.parquet_file.empty() ? source.csv_file : source.parquet_file)
+                         .lexically_normal()
+                         .string();
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+json fingerprint(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved) {
+  return {{"version", kFormatVersion},
+          {"source", absolute_source(source)},
+          {"format", source.parquet_file.empty() ? "csv" : "parquet"},
+          {"files", source_files(source)},
+          {"columns", read_options_json(source.read)},
+          {"windows", to_json(options)},
+          {"saved_spec", saved ? to_json(*saved) : json(nullptr)}};
+}
+
+// FNV-1a: names the file only; the whole fingerprint inside the store is what is compared.
+std::string fingerprint_name(const json& fp) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : fp.dump()) h = (h ^ c) * 1099511628211ULL;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// ---- reading a store ----
+
+struct MappedStore {
+  io::MappedFile file;
+  json index;
+  explicit MappedStore(const fs::path& path) : file(path) {}
+};
+
+[[noreturn]] void corrupt(const std::string& path, const std::string& what) {
+  throw Error(path + ": not a complete qtft feature store (" + what + "); delete it to rebuild it");
+}
+
+std::shared_ptr<MappedStore> open_store(const std::string& path) {
+  auto store = std::make_shared<MappedStore>(path);
+  const auto bytes = store->file.bytes();
+  if (bytes.size() < sizeof kHeadMagic + kFooterBytes || std::memcmp(bytes.data(), kHeadMagic, 8) != 0) {
+    corrupt(path, "no store header");
+  }
+  const std::byte* footer = bytes.data() + bytes.size() - kFooterBytes;
+  if (std::memcmp(footer + 16, kTailMagic, 8) != 0) corrupt(path, "no store footer: truncated?");
+  uint64_t index_offset = 0, index_size = 0;
+  std::memcpy(&index_offset, footer, 8);
+  std::memcpy(&index_size, footer + 8, 8);
+  if (index_size > kMaxIndexBytes || index_offset < sizeof kHeadMagic ||
+      index_offset + index_size != bytes.size() - kFooterBytes) {
+    corrupt(path, "index out of bounds");
+  }
+  try {
+    const char* text = reinterpret_cast<const char*>(bytes.data() + index_offset);
+    store->index = json::parse(text, text + index_size);
+  } catch (const json::exception& e) {
+    corrupt(path, std::string("index: ") + e.what());
+  }
+  return store;
+}
+
+template <class T>
+std::span<const T> array_at(const MappedStore& store, const json& entry, const char* name, uint64_t count,
+                            const std::string& path) {
+  const uint64_t offset = entry.at(name).get<uint64_t>();
+  const uint64_t end_of_data = store.index.at("data_bytes").get<uint64_t>();
+  if (offset % alignof(T) != 0 || offset < sizeof kHeadMagic || count > end_of_data / sizeof(T) ||
+      offset > end_of_data - count * sizeof(T)) {
+    corrupt(path, std::string("array '") + name + "' out of bounds");
+  }
+  return {reinterpret_cast<const T*>(store.file.bytes().data() + offset), count};
+}
+
+Dataset dataset_over(std::shared_ptr<MappedStore> store, const std::string& path) {
+  const json& index = store->index;
+  if (index.value("format", "") != "qtft-feature-store" || index.value("version", 0) != kFormatVersion) {
+    corrupt(path, "another format or version");
+  }
+  DatasetOptions options;
+  FeatureSpec spec;
+  std::vector<SeriesView> views;
+  try {
+    options = dataset_options_from_json(index.at("windows"));
+    spec = feature_spec_from_json(index.at("spec"));
+    const uint64_t n_obs = spec.observed.size(), n_known = spec.known.size();
+    for (const auto& e : index.at("series")) {
+      SeriesView v;
+      v.symbol = e.at("symbol").get<std::string>();
+      v.symbol_id = e.at("symbol_id").get<int64_t>();
+      const auto rows = e.at("rows").get<uint64_t>();
+      v.split_bounds = e.at("split_bounds").get<std::array<int64_t, 4>>();
+      if (v.symbol_id < 0 || static_cast<size_t>(v.symbol_id) >= spec.symbols.size() || v.split_bounds[0] != 0 ||
+          v.split_bounds[1] < 0 || v.split_bounds[1] > v.split_bounds[2] || v.split_bounds[2] > v.split_bounds[3] ||
+          static_cast<uint64_t>(v.split_bounds[3]) != rows) {
+        corrupt(path, "series '" + v.symbol + "' has inconsistent bounds");
+      }
+      v.timestamp_ns = array_at<int64_t>(*store, e, "timestamp_ns", rows, path);
+      v.close = array_at<double>(*store, e, "close", rows, path);
+      v.observed = array_at<float>(*store, e, "observed", rows * n_obs, path);
+      v.known = array_at<float>(*store, e, "known", rows * n_known, path);
+      v.target = array_at<float>(*store, e, "target", rows, path);
+      views.push_back(std::move(v));
+    }
+  } catch (const json::exception& e) {
+    corrupt(path, std::string("index: ") + e.what());
+  }
+  const std::string source = index.at("fingerprint").value("source", path);
+  return Dataset::over(options, std::move(spec), source, std::move(views), std::move(store));
+}
+
+// ---- building a store ----
+
+// Pass 1's spill: each file's series, column by column, and where each chunk lies.
+struct SpilledChunk {
+  size_t series = 0;
+  uint64_t rows = 0;
+  uint64_t timestamp = 0, close = 0, open = 0, high = 0, low = 0, volume = 0;
+};
+
+struct Spill {
+  bool has_range = false, has_volume = false;
+  std::vector<std::string> symbols;
+  std::vector<SpilledChunk> chunks;
+  std::string source;
+};
+
+template <class T>
+void append_column(ArrayWriter& out, const std::vector<T>& values, uint64_t& offset) {
+  offset = out.append(std::span<const T>(values));
+}
+
+Spill spill_bars(const BarSource& source, ArrayWriter& out) {
+  Spill spill;
+  spill.source = source.parquet_file.empty() ? source.csv_file : source.parquet_file;
+  SeriesAssembly assembly;
+  auto take = [&](const BarSet& part, bool first) {
+    if (first) {
+      spill.has_range = part.has_range;
+      spill.has_volume = part.has_volume;
+    }
+    const auto where = assembly.place(part);
+    for (size_t j = 0; j < part.series.size(); ++j) {
+      const auto& s = part.series[j];
+      SpilledChunk c;
+      c.series = where[j];
+      c.rows = s.size();
+      append_column(out, s.timestamp_ns, c.timestamp);
+      append_column(out, s.close, c.close);
+      if (spill.has_range) {
+        append_column(out, s.open, c.open);
+        append_column(out, s.high, c.high);
+        append_column(out, s.low, c.low);
+      }
+      if (spill.has_volume) append_column(out, s.volume, c.volume);
+      spill.chunks.push_back(c);
+    }
+  };
+  if (source.is_dataset_folder()) {
+    DatasetReader reader(source.parquet_file, source.read);
+    for (size_t k = 0; k < reader.files().size(); ++k) take(reader.read(k), k == 0);
+  } else {
+    take(load_bars(source), true);
+  }
+  spill.symbols = assembly.symbols();
+  return spill;
+}
+
+// One series' bars again, from its chunks in the mapped spill.
+BarSeries spilled_series(const Spill& spill, const io::MappedFile& file, size_t series) {
+  BarSeries s;
+  s.symbol = spill.symbols[series];
+  const std::byte* base = file.bytes().data();
+  auto add = [&](auto& column, uint64_t offset, uint64_t rows) {
+    using T = typename std::decay_t<decltype(column)>::value_type;
+    const T* p = reinterpret_cast<const T*>(base + offset);
+    column.insert(column.end(), p, p + rows);
+  };
+  for (const auto& c : spill.chunks) {
+    if (c.series != series) continue;
+    add(s.timestamp_ns, c.timestamp, c.rows);
+    add(s.close, c.close, c.rows);
+    if (spill.has_range) {
+      add(s.open, c.open, c.rows);
+      add(s.high, c.high, c.rows);
+      add(s.low, c.low, c.rows);
+    }
+    if (spill.has_volume) add(s.volume, c.volume, c.rows);
+  }
+  return s;
+}
+
+StorePreparation build_store(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,
+                             const json& fp, const fs::path& path) {
+  const auto start = std::chrono::steady_clock::now();
+  io::AtomicFile store_file(path);
+  const std::string shown = path.string();
+  StorePreparation out;
+  out.path = shown;
+  {
+    // The spill is a temporary of the store's own name: never committed, removed on the way out.
+    io::AtomicFile spill_file(fs::path(shown + ".bars"));
+    Spill spill;
+    {
+      ArrayWriter spill_out(spill_file.temp_path(), shown);
+      spill = spill_bars(source, spill_out);
+      spill_out.close();
+    }
+    const io::MappedFile spilled(spill_file.temp_path());
+
+    FeaturePlan plan = plan_features(spill.has_range, spill.has_volume, saved, spill.source);
+    if (!saved) {
+      SpecFitter fitter(plan.has_range, plan.has_volume, options);
+      for (size_t i = 0; i < spill.symbols.size(); ++i) fitter.add(spilled_series(spill, spilled, i));
+      plan.spec = fitter.finish();
+    }
+
+    ArrayWriter out_file(store_file.temp_path(), shown);
+    out_file.write(kHeadMagic, sizeof kHeadMagic);
+    json series = json::array();
+    for (size_t i = 0; i < spill.symbols.size(); ++i) {
+      const BarSeries bars = spilled_series(spill, spilled, i);
+      out.bars += static_cast<int64_t>(bars.size());
+      const SeriesFeatures f = dataset_series(bars, i, spill.symbols.size(), plan, options, spill.source);
+      series.push_back({{"symbol", f.symbol},
+                        {"symbol_id", f.symbol_id},
+                        {"rows", f.rows()},
+                        {"split_bounds", f.split_bounds},
+                        {"timestamp_ns", out_file.append(std::span<const int64_t>(f.timestamp_ns))},
+                        {"close", out_file.append(std::span<const double>(f.close))},
+                        {"observed", out_file.append(std::span<const float>(f.observed))},
+                        {"known", out_file.append(std::span<const float>(f.known))},
+                        {"target", out_file.append(std::span<const float>(f.target))}});
+    }
+    out_file.pad();
+    const uint64_t data_bytes = out_file.offset();
+    const json index{{"format", "qtft-feature-store"}, {"version", kFormatVersion}, {"fingerprint", fp},
+                     {"windows", to_json(options)},    {"spec", to_json(plan.spec)},  {"bars", out.bars},
+                     {"data_bytes", data_bytes},       {"series", series}};
+    const std::string text = index.dump();
+    out_file.write(text.data(), text.size());
+    const uint64_t index_size = text.size();
+    out_file.write(&data_bytes, 8);
+    out_file.write(&index_size, 8);
+    out_file.write(kTailMagic, 8);
+    out_file.close();
+    out.series = static_cast<int64_t>(spill.symbols.size());
+  }
+  store_file.commit();
+  out.built = true;
+  out.bytes = static_cast<int64_t>(fs::file_size(path));
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+// Why no store matched: what changed against the newest store of the same source.
+std::string why_rebuilt(const fs::path& folder, const json& fp) {
+  std::error_code ec;
+  fs::path newest;
+  fs::file_time_type newest_time{};
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    if (entry.path().extension() != kExtension) continue;
+    if (newest.empty() || entry.last_write_time(ec) > newest_time) {
+      newest = entry.path();
+      newest_time = entry.last_write_time(ec);
+    }
+  }
+  if (newest.empty()) return "no store yet";
+  json old;
+  try {
+    old = open_store(newest.string())->index.at("fingerprint");
+  } catch (const std::exception&) {
+    return "the store there (" + newest.filename().string() + ") is unreadable";
+  }
+  const std::string shown = newest.filename().string();
+  if (old.value("source", "") != fp.value("source", "")) return "the stores there are of other sources";
+  if (old.at("files") != fp.at("files")) {
+    size_t added = 0, removed = 0, changed = 0;
+    std::map<std::string, json> before;
+    for (const auto& f : old.at("files")) before[f.at("path").get<std::string>()] = f;
+    for (const auto& f : fp.at("files")) {
+      auto it = before.find(f.at("path").get<std::string>());
+      if (it == before.end()) {
+        ++added;
+      } else {
+        changed += it->second != f;
+        before.erase(it);
+      }
+    }
+    removed = before.size();
+    return "the source's files changed since " + shown + " was built (" + std::to_string(added) + " added, " +
+           std::to_string(removed) + " removed, " + std::to_string(changed) + " modified)";
+  }
+  return shown + " was built with other options (columns, windows, splits or a model's features)";
+}
+
+// The store named by `fp` in `folder`, when one exists and was built from exactly that.
+std::optional<StorePreparation> find_store(const fs::path& folder, const json& fp, json* spec = nullptr) {
+  const fs::path path = folder / (fingerprint_name(fp) + kExtension);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  auto store = open_store(path.string());
+  if (store->index.value("fingerprint", json()) != fp) return std::nullopt;
+  StorePreparation out;
+  out.path = path.string();
+  out.reason = "reused: built from these files with these options";
+  out.bars = store->index.value("bars", int64_t{0});
+  out.series = static_cast<int64_t>(store->index.value("series", json::array()).size());
+  out.bytes = static_cast<int64_t>(fs::file_size(path, ec));
+  if (spec) *spec = store->index.at("spec");
+  return out;
+}
+
+std::string store_folder_of(const BarSource& source) {
+  const std::string folder = source.feature_store_folder();
+  if (folder.empty()) {
+    throw UsageError("no feature store for " + describe_source(source) +
+                     ": give a dataset folder or --feature-store FOLDER");
+  }
+  return folder;
+}
+
+}  // namespace
+
+StorePreparation prepare_feature_store(const BarSource& source, const DatasetOptions& options,
+                                       const FeatureSpec* saved, StoreAccess access) {
+  options.validate();
+  const fs::path folder = store_folder_of(source);
+  if (saved) {
+    // A model trained from this source carries the fitted store's own statistics: that
+    // store serves it as is, rather than a second store of the same numbers.
+    json fitted_spec;
+    if (auto fitted = find_store(folder, fingerprint(source, options, nullptr), &fitted_spec);
+        fitted && fitted_spec == to_json(*saved)) {
+      return *fitted;
+    }
+  }
+  const json fp = fingerprint(source, options, saved);
+  if (auto found = find_store(folder, fp)) return *found;
+  const fs::path path = folder / (fingerprint_name(fp) + kExtension);
+  if (access == StoreAccess::MustExist) {
+    throw Error(path.string() + ": the feature store is missing: the rank that builds it did not");
+  }
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) throw Error(folder.string() + ": cannot create the feature store folder: " + ec.message());
+  std::string reason = why_rebuilt(folder, fp);
+  auto out = build_store(source, options, saved, fp, path);
+  out.reason = "built: " + reason;
+  return out;
+}
+
+Dataset map_feature_store(const std::string& path) { return dataset_over(open_store(path), path); }
+
+Dataset open_dataset(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,
+                     StoreAccess access, const std::function<void(const StorePreparation&)>& prepared) {
+  if (source.feature_store_folder().empty()) {
+    const BarSet bars = load_bars(source);
+    return saved ? Dataset::build(bars, options, *saved) : Dataset::build(bars, options);
+  }
+  const auto store = prepare_feature_store(source, options, saved, access);
+  if (prepared) prepared(store);
+  return map_feature_store(store.path);
+}
+
+}  // namespace qtft::data

@@ -1,0 +1,178 @@
+// The feature store: bitwise the in-memory dataset, reused only when built from the same
+// files and options, and never used when incomplete.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "qtft/data/bar_source.h"
+#include "qtft/data/feature_spec_json.h"
+#include "qtft/data/feature_store.h"
+#include "qtft/data/parquet_dataset.h"
+#include "qtft/data/synthetic.h"
+#include "support/bar_files.h"
+#include "support/temp_dir.h"
+
+namespace qtft::data {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+SyntheticOptions several_years() {
+  SyntheticOptions o;
+  o.rows = 9'000;
+  o.symbols = 3;
+  o.bar_minutes = 60;
+  return o;
+}
+
+DatasetOptions small_windows() {
+  DatasetOptions o;
+  o.encoder_length = 24;
+  o.horizon = 4;
+  return o;
+}
+
+template <class T>
+bool same_bits(std::span<const T> a, std::span<const T> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+void expect_bitwise_equal(const Dataset& a, const Dataset& b) {
+  EXPECT_EQ(to_json(a.spec()).dump(), to_json(b.spec()).dump());
+  for (Split split : kAllSplits) EXPECT_EQ(a.num_windows(split), b.num_windows(split)) << split_name(split);
+  ASSERT_EQ(a.series().size(), b.series().size());
+  for (size_t i = 0; i < a.series().size(); ++i) {
+    const auto &x = a.series()[i], &y = b.series()[i];
+    EXPECT_EQ(x.symbol, y.symbol);
+    EXPECT_EQ(x.symbol_id, y.symbol_id);
+    EXPECT_EQ(x.split_bounds, y.split_bounds);
+    EXPECT_TRUE(same_bits(x.timestamp_ns, y.timestamp_ns)) << x.symbol;
+    EXPECT_TRUE(same_bits(x.close, y.close)) << x.symbol;
+    EXPECT_TRUE(same_bits(x.observed, y.observed)) << x.symbol;
+    EXPECT_TRUE(same_bits(x.known, y.known)) << x.symbol;
+    EXPECT_TRUE(same_bits(x.target, y.target)) << x.symbol;
+  }
+}
+
+size_t stores_in(const std::string& folder) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(folder)) n += e.path().extension() == ".qtfs";
+  return n;
+}
+
+class FeatureStore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    source_.parquet_file = dir_.file("bars");
+    write_parquet_partitions(generate_synthetic_bars(several_years()), source_.parquet_file);
+  }
+  Dataset in_memory() const { return Dataset::build(load_bars(source_), small_windows()); }
+  test::TempDir dir_;
+  BarSource source_;
+};
+
+TEST_F(FeatureStore, AFolderIsServedFromItsStoreBitwiseAsFromMemory) {
+  EXPECT_EQ(source_.feature_store_folder(), source_.parquet_file + "/_qtft_store");
+  StorePreparation seen;
+  const Dataset stored = open_dataset(source_, small_windows(), nullptr, StoreAccess::BuildIfNeeded,
+                                      [&](const StorePreparation& p) { seen = p; });
+  EXPECT_TRUE(seen.built);
+  EXPECT_EQ(seen.bars, 9'000);
+  EXPECT_EQ(seen.series, 3);
+  EXPECT_TRUE(fs::exists(seen.path));
+  expect_bitwise_equal(stored, in_memory());
+
+  // A model's saved spec that is the store's own is served by the same store.
+  const FeatureSpec spec = stored.spec();
+  const auto again = prepare_feature_store(source_, small_windows(), &spec);
+  EXPECT_FALSE(again.built);
+  EXPECT_EQ(again.path, seen.path);
+  expect_bitwise_equal(map_feature_store(again.path),
+                       Dataset::build(load_bars(source_), small_windows(), spec));
+}
+
+TEST_F(FeatureStore, ASingleFileWithAStoreFolderToo) {
+  BarSource csv;
+  csv.csv_file = dir_.write("bars.csv", test::regular_bars_csv(400));
+  csv.feature_store = dir_.file("store");
+  expect_bitwise_equal(open_dataset(csv, small_windows(), nullptr),
+                       Dataset::build(load_bars(csv), small_windows()));
+  // Another spec than its own (a model trained elsewhere) gets a store of its own.
+  FeatureSpec other = Dataset::build(load_bars(csv), small_windows()).spec();
+  other.target_scale *= 2;
+  const auto applied = prepare_feature_store(csv, small_windows(), &other);
+  EXPECT_TRUE(applied.built);
+  expect_bitwise_equal(map_feature_store(applied.path), Dataset::build(load_bars(csv), small_windows(), other));
+  EXPECT_EQ(stores_in(csv.feature_store), 2u);
+}
+
+TEST_F(FeatureStore, ReusedOnlyForTheSameFilesAndOptions) {
+  const auto first = prepare_feature_store(source_, small_windows(), nullptr);
+  EXPECT_TRUE(first.built);
+  EXPECT_THAT(first.reason, HasSubstr("no store yet"));
+  const auto reused = prepare_feature_store(source_, small_windows(), nullptr);
+  EXPECT_FALSE(reused.built);
+  EXPECT_EQ(reused.path, first.path);
+
+  DatasetOptions longer = small_windows();
+  longer.encoder_length = 32;
+  const auto other_options = prepare_feature_store(source_, longer, nullptr);
+  EXPECT_TRUE(other_options.built);
+  EXPECT_NE(other_options.path, first.path);
+  EXPECT_THAT(other_options.reason, HasSubstr("was built with other options"));
+
+  // Bars appended later, as a new file: detected, never ignored.
+  BarSet more = generate_synthetic_symbol(several_years(), 0);
+  more.series[0].symbol = "ZZ";
+  write_parquet_partitions(more, source_.parquet_file);
+  const auto appended = prepare_feature_store(source_, small_windows(), nullptr);
+  EXPECT_TRUE(appended.built);
+  EXPECT_THAT(appended.reason, HasSubstr("the source's files changed"));
+  EXPECT_THAT(appended.reason, HasSubstr("added"));
+  EXPECT_EQ(appended.series, 4);
+  expect_bitwise_equal(map_feature_store(appended.path), in_memory());
+}
+
+TEST_F(FeatureStore, WaitingRanksNeverBuild) {
+  EXPECT_THAT(test::error_message([&] {
+                prepare_feature_store(source_, small_windows(), nullptr, StoreAccess::MustExist);
+              }),
+              HasSubstr("the feature store is missing"));
+  EXPECT_FALSE(fs::exists(source_.feature_store_folder()));
+}
+
+TEST_F(FeatureStore, AnIncompleteStoreIsNeverUsed) {
+  const auto store = prepare_feature_store(source_, small_windows(), nullptr);
+  // A writer killed mid-file leaves only its temporary, under another name: not a store.
+  std::ofstream(fs::path(source_.feature_store_folder()) / ".abc.qtfs.tmp-999999999-0") << "half";
+  EXPECT_FALSE(prepare_feature_store(source_, small_windows(), nullptr).built);
+  // A store cut short (a disk that failed under it) is refused with its name, not read.
+  fs::resize_file(store.path, fs::file_size(store.path) - 100);
+  EXPECT_THAT(test::error_message([&] { prepare_feature_store(source_, small_windows(), nullptr); }),
+              HasSubstr(store.path + ": not a complete qtft feature store"));
+  fs::resize_file(store.path, 10);
+  EXPECT_THAT(test::error_message([&] { map_feature_store(store.path); }),
+              HasSubstr("not a complete qtft feature store"));
+}
+
+TEST_F(FeatureStore, SourcesWithoutAStoreFolderAreComputedInMemory) {
+  BarSource embedded;
+  EXPECT_EQ(embedded.feature_store_folder(), "");
+  BarSource folder_in_memory = source_;
+  folder_in_memory.in_memory = true;
+  EXPECT_EQ(folder_in_memory.feature_store_folder(), "");
+  expect_bitwise_equal(open_dataset(folder_in_memory, small_windows(), nullptr), in_memory());
+  EXPECT_FALSE(fs::exists(source_.feature_store_folder()));
+  EXPECT_THAT(test::error_message([&] { prepare_feature_store(embedded, small_windows(), nullptr); }),
+              HasSubstr("no feature store for embedded synthetic data"));
+}
+
+}  // namespace
+}  // namespace qtft::data

@@ -6,13 +6,13 @@
 For each size N (bars in all: N / 500k symbols of 500k one-minute bars, at least 2), in one run:
   - `qtft make-data --output DIR/ --bar-minutes 1`: a Hive-partitioned dataset
     (symbol=S/year=Y/part-0.parquet);
-  - Arrow alone: pyarrow.dataset scanning every column of every file (one thread, as qtft
+  - Arrow alone: the pinned pyarrow's dataset scanner reading every column of every file (one thread, as qtft
     reads), the floor for reading, timed after one untimed scan so that both it and
     prepare read from the page cache;
   - `qtft prepare`: time, bars/s, peak RSS, the store's size on disk;
   - `qtft train` (hidden 32, 50 steps of 64 windows, one epoch) from the store: peak RSS and
     the epoch's training samples/s; at the smallest size also with --no-feature-store (the
-    in-memory path), for the samples/s and RSS side by side;
+    in-memory path), in 5 alternating rounds whose medians are compared;
   - `qtft evaluate` of that model on the validation split: peak RSS;
   - `qtft train --nproc 2 --threads 1` (same 50 steps): each rank's peak private (anonymous)
     memory, sampled from /proc/PID/smaps_rollup, next to the machine's shared page cache.
@@ -25,6 +25,7 @@ per-rank anonymous figure is given too. Run it on an otherwise idle machine.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -33,6 +34,7 @@ WINDOWS = ["--encoder-length", "64", "--horizon", "8", "--validation-fraction", 
 TRAIN = ["--hidden-size", "32", "--attention-heads", "4", "--epochs", "1", "--max-batches-per-epoch", "50",
          "--batch-size", "64", "--seed", "1"]
 BARS_PER_SYMBOL = 500_000
+ROUNDS = 5  # alternating store / in-memory training runs at the smallest size
 
 
 def sampled_ranks(command, cwd):
@@ -71,27 +73,64 @@ def anonymous_bytes(pid):
     return 0
 
 
+def status_kib(pid, field):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def peak_rss(command, cwd):
-    """Wall seconds, stdout, stderr and peak RSS in bytes of one command, through wait4."""
+    """Wall seconds and memory of one command: its peak RSS (wait4's ru_maxrss), and the
+    peaks of its resident anonymous (private) and file-backed (mapped store, libraries)
+    pages, sampled every 20 ms from /proc/PID/status."""
     start = time.perf_counter()
     with open(os.path.join(cwd, "out.txt"), "w") as out, open(os.path.join(cwd, "err.txt"), "w") as err:
         pid = os.posix_spawn(command[0], command, dict(os.environ), file_actions=[
             (os.POSIX_SPAWN_DUP2, out.fileno(), 1), (os.POSIX_SPAWN_DUP2, err.fileno(), 2)])
-        _, status, usage = os.wait4(pid, 0)
+        anon = file = 0
+        while True:
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                break
+            anon = max(anon, status_kib(pid, "RssAnon"))
+            file = max(file, status_kib(pid, "RssFile"))
+            time.sleep(0.02)
     wall = time.perf_counter() - start
-    text = open(os.path.join(cwd, "out.txt")).read()
     errors = open(os.path.join(cwd, "err.txt")).read()
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"failed: {' '.join(command)}\n{errors}")
-    return wall, text, errors, usage.ru_maxrss * 1024
+    return wall, {"peak_rss": usage.ru_maxrss * 1024, "peak_anonymous": anon * 1024, "peak_file": file * 1024}
 
 
-def arrow_scan_seconds(folder):
-    import pyarrow.dataset as ds
-    dataset = ds.dataset(folder, format="parquet", partitioning="hive")
-    start = time.perf_counter()
-    rows = sum(batch.num_rows for batch in dataset.to_batches(use_threads=False))
-    return time.perf_counter() - start, rows
+ARROW_SCAN = """
+import sys, time
+import pyarrow.dataset as ds
+dataset = ds.dataset(sys.argv[1], format="parquet", partitioning="hive")
+start = time.perf_counter()
+rows = sum(batch.num_rows for batch in dataset.to_batches(use_threads=False))
+print(time.perf_counter() - start, rows)
+"""
+
+
+def arrow_scan_seconds(python, folder):
+    """Arrow alone (the pinned pyarrow wheel, the same libarrow qtft links), in a process of its own."""
+    out = subprocess.run([python, "-c", ARROW_SCAN, folder], check=True, capture_output=True, text=True).stdout
+    seconds, rows = out.split()
+    return float(seconds), int(rows)
+
+
+def venv_python(build):
+    """The Python whose wheels the build links (QTFT_PYTHON in the CMake cache)."""
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        for line in f:
+            if line.startswith("QTFT_PYTHON:"):
+                return line.split("=", 1)[1].strip()
+    sys.exit(f"no QTFT_PYTHON in {build}/CMakeCache.txt: pass --python")
 
 
 def store_bytes(folder):
@@ -104,7 +143,7 @@ def epoch_rate(metrics):
         return json.load(f)["epochs"][0]["samples_per_second"]
 
 
-def measure_size(qtft, rows, work, in_memory_too):
+def measure_size(qtft, python, rows, work, in_memory_too):
     symbols = max(2, rows // BARS_PER_SYMBOL)
     folder = os.path.join(work, f"bars-{rows}") + "/"
     if not os.path.exists(folder):
@@ -114,13 +153,13 @@ def measure_size(qtft, rows, work, in_memory_too):
     if os.path.exists(store):
         for f in os.listdir(store):
             os.remove(os.path.join(store, f))
-    arrow_scan_seconds(folder)  # warm the page cache for both readers
-    arrow_seconds, arrow_rows = arrow_scan_seconds(folder)
+    arrow_scan_seconds(python, folder)  # warm the page cache for both readers
+    arrow_seconds, arrow_rows = arrow_scan_seconds(python, folder)
     assert arrow_rows == rows, (arrow_rows, rows)
 
     row = {"rows": rows, "symbols": symbols, "arrow_scan_seconds": arrow_seconds}
     prepare = [qtft, "prepare", "--data", folder, *WINDOWS]
-    row["prepare_seconds"], _, _, row["prepare_peak_rss"] = peak_rss(prepare, work)
+    row["prepare_seconds"], row["prepare_memory"] = peak_rss(prepare, work)
     row["prepare_rows_per_second"] = rows / row["prepare_seconds"]
     row["prepare_over_arrow"] = row["prepare_seconds"] / arrow_seconds
     row["store_bytes"] = store_bytes(folder)
@@ -128,15 +167,25 @@ def measure_size(qtft, rows, work, in_memory_too):
     model = os.path.join(work, "model.safetensors")
     metrics = os.path.join(work, "metrics.json")
     train = [qtft, "train", "--data", folder, *WINDOWS, *TRAIN, "--save-model", model, "--metrics-json", metrics]
-    row["train_seconds"], _, _, row["train_peak_rss"] = peak_rss(train, work)
+    row["train_seconds"], row["train_memory"] = peak_rss(train, work)
     row["train_samples_per_second"] = epoch_rate(metrics)
     if in_memory_too:
-        memory = [qtft, "train", "--data", folder, "--no-feature-store", *WINDOWS, *TRAIN, "--metrics-json", metrics]
-        row["in_memory_train_seconds"], _, _, row["in_memory_train_peak_rss"] = peak_rss(memory, work)
-        row["in_memory_train_samples_per_second"] = epoch_rate(metrics)
+        # Side by side: rounds alternate the two paths, and the medians are compared, as this
+        # VM's speed drifts by 10-25% from one run to the next.
+        in_memory = [qtft, "train", "--data", folder, "--no-feature-store", *WINDOWS, *TRAIN, "--metrics-json", metrics]
+        rates = {"store": [], "memory": []}
+        for _ in range(ROUNDS):
+            peak_rss(train, work)
+            rates["store"].append(epoch_rate(metrics))
+            row["in_memory_train_seconds"], row["in_memory_train_memory"] = peak_rss(in_memory, work)
+            rates["memory"].append(epoch_rate(metrics))
+        row["store_samples_per_second_rounds"] = rates["store"]
+        row["in_memory_samples_per_second_rounds"] = rates["memory"]
+        row["train_samples_per_second"] = statistics.median(rates["store"])
+        row["in_memory_train_samples_per_second"] = statistics.median(rates["memory"])
 
     evaluate = [qtft, "evaluate", "--load-model", model, "--data", folder, "--split", "validation"]
-    row["evaluate_seconds"], _, _, row["evaluate_peak_rss"] = peak_rss(evaluate, work)
+    row["evaluate_seconds"], row["evaluate_memory"] = peak_rss(evaluate, work)
 
     nproc = [qtft, "train", "--data", folder, *WINDOWS, *TRAIN, "--nproc", "2", "--threads", "1"]
     row["nproc2_rank_anonymous_bytes"] = sampled_ranks(nproc, work)
@@ -147,15 +196,21 @@ def gib(x):
     return f"{x / 2**30:.2f}"
 
 
+def memory(m):
+    return f"{gib(m['peak_rss'])} ({gib(m['peak_anonymous'])} anon + {gib(m['peak_file'])} file)"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--qtft", default="build/qtft")
     parser.add_argument("--sizes", default="1e6,1e7,5e7")
     parser.add_argument("--with-200m", action="store_true", help="also 200M rows (400 symbols; ~40 GB of disk)")
     parser.add_argument("--work", default="build/scale_bench")
+    parser.add_argument("--python", help="Python with the pinned pyarrow (default: the build's QTFT_PYTHON)")
     parser.add_argument("--json")
     args = parser.parse_args()
     qtft = os.path.abspath(args.qtft)
+    python = args.python or venv_python(os.path.dirname(qtft))
     work = os.path.abspath(args.work)
     os.makedirs(work, exist_ok=True)
     sizes = [int(float(s)) for s in args.sizes.split(",")] + ([200_000_000] if args.with_200m else [])
@@ -163,18 +218,20 @@ def main():
     print(f"qtft scale bench: {os.cpu_count()} cores; windows {' '.join(WINDOWS)}; train {' '.join(TRAIN)}")
     rows = []
     for i, n in enumerate(sizes):
-        row = measure_size(qtft, n, work, in_memory_too=(i == 0))
+        row = measure_size(qtft, python, n, work, in_memory_too=(i == 0))
         rows.append(row)
         ranks = " / ".join(gib(b) for b in row["nproc2_rank_anonymous_bytes"])
         print(f"{n:>11,} bars ({row['symbols']} symbols): prepare {row['prepare_seconds']:.1f} s "
               f"({row['prepare_rows_per_second'] / 1e6:.2f} M bars/s, {row['prepare_over_arrow']:.2f}x Arrow's scan of "
-              f"{row['arrow_scan_seconds']:.1f} s), peak RSS GiB: prepare {gib(row['prepare_peak_rss'])}, "
-              f"train {gib(row['train_peak_rss'])}, evaluate {gib(row['evaluate_peak_rss'])}; store "
+              f"{row['arrow_scan_seconds']:.1f} s), peak RSS GiB: prepare {memory(row['prepare_memory'])}, "
+              f"train {memory(row['train_memory'])}, evaluate {memory(row['evaluate_memory'])}; store "
               f"{gib(row['store_bytes'])} GiB; train {row['train_samples_per_second']:.0f} samples/s; "
               f"--nproc 2 anonymous per rank {ranks} GiB", flush=True)
-        if "in_memory_train_peak_rss" in row:
-            print(f"{'':>11}  in memory (--no-feature-store): train peak RSS {gib(row['in_memory_train_peak_rss'])} GiB, "
-                  f"{row['in_memory_train_samples_per_second']:.0f} samples/s", flush=True)
+        if "in_memory_train_memory" in row:
+            print(f"{'':>11}  in memory (--no-feature-store): train peak RSS {memory(row['in_memory_train_memory'])} GiB; "
+                  f"median samples/s of {ROUNDS} alternating rounds: store {row['train_samples_per_second']:.0f}, "
+                  f"in memory {row['in_memory_train_samples_per_second']:.0f} "
+                  f"({row['train_samples_per_second'] / row['in_memory_train_samples_per_second']:.3f}x)", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"config": config, "sizes": rows}, f, indent=2)

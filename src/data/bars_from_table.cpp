@@ -337,7 +337,23 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source,
   }
 
   bars.series.resize(symbols.names.size());
-  for (size_t s = 0; s < symbols.names.size(); ++s) bars.series[s].symbol = symbols.names[s];
+  {
+    // Each series' size up front: growing millions of bars by doubling copies them twice over.
+    std::vector<size_t> rows(symbols.names.size(), 0);
+    for (int32_t code : symbols.codes) ++rows[static_cast<size_t>(code)];
+    for (size_t s = 0; s < symbols.names.size(); ++s) {
+      auto& series = bars.series[s];
+      series.symbol = symbols.names[s];
+      series.timestamp_ns.reserve(rows[s]);
+      series.close.reserve(rows[s]);
+      if (bars.has_range) {
+        series.open.reserve(rows[s]);
+        series.high.reserve(rows[s]);
+        series.low.reserve(rows[s]);
+      }
+      if (bars.has_volume) series.volume.reserve(rows[s]);
+    }
+  }
   std::vector<int64_t> last_row(symbols.names.size(), -1);
 
   auto check_price = [](const Column& col, int64_t row, double v) {

@@ -29,9 +29,12 @@ Batch make_batch(const Dataset& dataset, Split split, std::span<const size_t> in
     batch.windows.push_back(w);
     const auto& s = dataset.series()[w.series];
     // Rows are contiguous in the per-series matrices, so each input is one copy.
-    std::copy_n(s.observed.data() + w.start * n_obs, l * n_obs, observed + i * l * n_obs);
-    std::copy_n(s.known.data() + w.start * n_known, (l + h) * n_known, known + i * (l + h) * n_known);
-    std::copy_n(s.target.data() + w.start + l, h, target + i * h);
+    auto part = [](std::span<const float> values, int64_t first, int64_t count) {
+      return values.subspan(static_cast<size_t>(first), static_cast<size_t>(count));
+    };
+    dataset.copy(part(s.observed, w.start * n_obs, l * n_obs), observed + i * l * n_obs);
+    dataset.copy(part(s.known, w.start * n_known, (l + h) * n_known), known + i * (l + h) * n_known);
+    dataset.copy(part(s.target, w.start + l, h), target + i * h);
     symbol[i] = s.symbol_id;
   }
   return batch;

@@ -255,7 +255,7 @@ Dataset Dataset::assemble(const BarSet& bars, const DatasetOptions& options, con
 }
 
 Dataset Dataset::over(const DatasetOptions& options, FeatureSpec spec, std::string source,
-                      std::vector<SeriesView> series, std::shared_ptr<const void> storage) {
+                      std::vector<SeriesView> series, std::shared_ptr<const void> storage, ViewReader reader) {
   options.validate();
   Dataset d;
   d.options_ = options;
@@ -263,6 +263,7 @@ Dataset Dataset::over(const DatasetOptions& options, FeatureSpec spec, std::stri
   d.source_ = std::move(source);
   d.series_ = std::move(series);
   d.storage_ = std::move(storage);
+  d.reader_ = std::move(reader);
   d.index_windows();
   d.require_a_window_per_split();
   return d;

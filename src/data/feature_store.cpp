@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "qtft/common/error.h"
@@ -153,10 +154,32 @@ std::string fingerprint_name(const json& fp) {
 
 // ---- reading a store ----
 
+// The store mapped (for the views) and open (for reading batches with pread: the kernel
+// maps whole page-cache folios into a process on a fault, so gathering windows from the
+// mapping would make the resident set grow with the store).
 struct MappedStore {
   io::MappedFile file;
+  int fd = -1;
   json index;
-  explicit MappedStore(const fs::path& path) : file(path) {}
+  explicit MappedStore(const fs::path& path) : file(path, io::MappedFile::Access::Random) {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(path.string() + ": cannot open: " + std::strerror(errno));
+  }
+  ~MappedStore() { ::close(fd); }
+  MappedStore(const MappedStore&) = delete;
+  MappedStore& operator=(const MappedStore&) = delete;
+
+  void read(const void* from, size_t bytes, void* to) const {
+    auto offset = static_cast<off_t>(static_cast<const std::byte*>(from) - file.bytes().data());
+    auto* out = static_cast<char*>(to);
+    while (bytes > 0) {
+      const ssize_t n = ::pread(fd, out, bytes, offset);
+      if (n <= 0) throw Error(file.path().string() + ": cannot read the feature store: " + std::strerror(errno));
+      out += n;
+      offset += n;
+      bytes -= static_cast<size_t>(n);
+    }
+  }
 };
 
 [[noreturn]] void corrupt(const std::string& path, const std::string& what) {
@@ -233,7 +256,8 @@ Dataset dataset_over(std::shared_ptr<MappedStore> store, const std::string& path
     corrupt(path, std::string("index: ") + e.what());
   }
   const std::string source = index.at("fingerprint").value("source", path);
-  return Dataset::over(options, std::move(spec), source, std::move(views), std::move(store));
+  auto reader = [store = store.get()](const void* from, size_t bytes, void* to) { store->read(from, bytes, to); };
+  return Dataset::over(options, std::move(spec), source, std::move(views), std::move(store), reader);
 }
 
 // ---- building a store ----
@@ -293,26 +317,55 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
   return spill;
 }
 
-// One series' bars again, from its chunks in the mapped spill.
-BarSeries spilled_series(const Spill& spill, const io::MappedFile& file, size_t series) {
+// Reads the spill back with pread: its pages stay in the page cache, out of this process's
+// resident set, which then holds one series at a time whatever the spill's size.
+class SpillReader {
+ public:
+  SpillReader(const fs::path& path, const std::string& shown) : shown_(shown) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw Error(shown_ + ": cannot read back the feature store's scratch file: " + std::strerror(errno));
+  }
+  ~SpillReader() { ::close(fd_); }
+  SpillReader(const SpillReader&) = delete;
+  SpillReader& operator=(const SpillReader&) = delete;
+
+  template <class T>
+  void append(std::vector<T>& column, uint64_t offset, uint64_t rows) const {
+    const size_t at = column.size();
+    column.resize(at + rows);
+    auto* p = reinterpret_cast<char*>(column.data() + at);
+    for (uint64_t left = rows * sizeof(T); left > 0;) {
+      const ssize_t n = ::pread(fd_, p, left, static_cast<off_t>(offset));
+      if (n <= 0) throw Error(shown_ + ": cannot read back the feature store's scratch file: " + std::strerror(errno));
+      p += n;
+      offset += static_cast<uint64_t>(n);
+      left -= static_cast<uint64_t>(n);
+    }
+  }
+
+ private:
+  std::string shown_;
+  int fd_ = -1;
+};
+
+// One series' bars again, from its chunks in the spill.
+BarSeries spilled_series(const Spill& spill, const SpillReader& file, size_t series) {
   BarSeries s;
   s.symbol = spill.symbols[series];
-  const std::byte* base = file.bytes().data();
-  auto add = [&](auto& column, uint64_t offset, uint64_t rows) {
-    using T = typename std::decay_t<decltype(column)>::value_type;
-    const T* p = reinterpret_cast<const T*>(base + offset);
-    column.insert(column.end(), p, p + rows);
-  };
+  uint64_t rows = 0;
+  for (const auto& c : spill.chunks) rows += c.series == series ? c.rows : 0;
+  for (auto* column : {&s.close, &s.open, &s.high, &s.low, &s.volume}) column->reserve(rows);
+  s.timestamp_ns.reserve(rows);
   for (const auto& c : spill.chunks) {
     if (c.series != series) continue;
-    add(s.timestamp_ns, c.timestamp, c.rows);
-    add(s.close, c.close, c.rows);
+    file.append(s.timestamp_ns, c.timestamp, c.rows);
+    file.append(s.close, c.close, c.rows);
     if (spill.has_range) {
-      add(s.open, c.open, c.rows);
-      add(s.high, c.high, c.rows);
-      add(s.low, c.low, c.rows);
+      file.append(s.open, c.open, c.rows);
+      file.append(s.high, c.high, c.rows);
+      file.append(s.low, c.low, c.rows);
     }
-    if (spill.has_volume) add(s.volume, c.volume, c.rows);
+    if (spill.has_volume) file.append(s.volume, c.volume, c.rows);
   }
   return s;
 }
@@ -333,7 +386,7 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
       spill = spill_bars(source, spill_out);
       spill_out.close();
     }
-    const io::MappedFile spilled(spill_file.temp_path());
+    const SpillReader spilled(spill_file.temp_path(), shown);
 
     FeaturePlan plan = plan_features(spill.has_range, spill.has_volume, saved, spill.source);
     if (!saved) {

@@ -12,7 +12,7 @@
 
 namespace qtft::io {
 
-MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
+MappedFile::MappedFile(const std::filesystem::path& path, Access access) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(path.string() + ": cannot open: " + std::strerror(errno));
   struct stat st {};
@@ -30,6 +30,8 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
       throw Error(path.string() + ": cannot map into memory: " + std::strerror(err));
     }
     data_ = static_cast<const std::byte*>(p);
+    // Advice only: a kernel that ignores it reads the same bytes.
+    ::madvise(p, size_, access == Access::Random ? MADV_RANDOM : MADV_SEQUENTIAL);
   }
   ::close(fd);  // the mapping keeps the file open
 }

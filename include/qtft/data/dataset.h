@@ -1,7 +1,9 @@
 #pragma once
 
 #include <array>
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -143,10 +145,14 @@ class Dataset {
   static Dataset build(const BarSet& bars, const DatasetOptions& options);
   // Applies a saved spec (evaluation, prediction, fine-tuning on new data).
   static Dataset build(const BarSet& bars, const DatasetOptions& options, const FeatureSpec& spec);
-  // Features held elsewhere (a mapped feature store); `storage` keeps the views valid.
+  // Copies `bytes` bytes at `from`, inside one of the series' views, to `to`.
+  using ViewReader = std::function<void(const void* from, size_t bytes, void* to)>;
+  // Features held elsewhere (a mapped feature store); `storage` keeps the views valid and
+  // `reader`, when given, is how batches copy from them (the store reads its file, so that
+  // its pages stay in the page cache instead of the process's resident set).
   // Throws qtft::Error naming `source` when a split has no window.
   static Dataset over(const DatasetOptions& options, FeatureSpec spec, std::string source,
-                      std::vector<SeriesView> series, std::shared_ptr<const void> storage);
+                      std::vector<SeriesView> series, std::shared_ptr<const void> storage, ViewReader reader = {});
 
   const DatasetOptions& options() const { return options_; }
   const FeatureSpec& spec() const { return spec_; }
@@ -155,6 +161,15 @@ class Dataset {
   size_t num_observed() const { return spec_.observed.size(); }
   size_t num_known() const { return spec_.known.size(); }
   size_t num_windows(Split split) const;
+  // What batches and passes over whole splits use rather than dereferencing the views.
+  template <class T>
+  void copy(std::span<const T> from, T* to) const {
+    if (reader_) {
+      reader_(from.data(), from.size_bytes(), to);
+    } else {
+      std::copy(from.begin(), from.end(), to);
+    }
+  }
   WindowRef window(Split split, size_t index) const;
 
  private:
@@ -168,6 +183,7 @@ class Dataset {
   std::string source_;
   std::vector<SeriesView> series_;
   std::shared_ptr<const void> storage_;
+  ViewReader reader_;
   // first_window_[split][s] = index of series s's first window within the split.
   std::array<std::vector<size_t>, 3> first_window_;
 };

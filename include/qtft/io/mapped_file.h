@@ -11,7 +11,11 @@ namespace qtft::io {
 // kernel drops pages under pressure instead of swapping them.
 class MappedFile {
  public:
-  explicit MappedFile(const std::filesystem::path& path);  // throws qtft::Error naming the path
+  // How the mapping will be read. Random: batches gathered from anywhere in the file; the
+  // kernel then neither reads ahead nor maps neighbouring pages on a fault, so a process's
+  // resident set holds the pages it used, not their surroundings.
+  enum class Access { Sequential, Random };
+  explicit MappedFile(const std::filesystem::path& path, Access access = Access::Sequential);  // throws qtft::Error
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

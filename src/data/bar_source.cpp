@@ -17,39 +17,11 @@ BarSet load_bars(const BarSource& source) {
   return generate_synthetic_bars(source.synthetic);
 }
 
-namespace {
-
-void keep_last(BarSeries& s, size_t keep) {
-  if (s.size() > keep) s = slice_bars(s, s.size() - keep, s.size());
-}
-
-}  // namespace
-
 BarSet load_latest_bars(const BarSource& source, size_t keep) {
-  if (!source.is_dataset_folder()) {
-    BarSet bars = load_bars(source);
-    for (auto& s : bars.series) keep_last(s, keep);
-    return bars;
-  }
-  DatasetReader reader(source.parquet_file, source.read);
-  BarSet bars;
-  bars.source = source.parquet_file;
-  SeriesAssembly assembly;
-  for (size_t k = 0; k < reader.files().size(); ++k) {
-    BarSet part = reader.read(k);
-    if (k == 0) {
-      bars.has_range = part.has_range;
-      bars.has_volume = part.has_volume;
-    }
-    const auto where = assembly.place(part);
-    for (size_t j = 0; j < part.series.size(); ++j) {
-      keep_last(part.series[j], keep);
-      if (where[j] == bars.series.size()) bars.series.emplace_back().symbol = part.series[j].symbol;
-      // The part's bars come after the kept ones; together at most 2 x keep.
-      auto& to = bars.series[where[j]];
-      append_bars(to, part.series[j]);
-      keep_last(to, keep);
-    }
+  if (source.is_dataset_folder()) return read_bars_parquet_dataset(source.parquet_file, source.read, keep);
+  BarSet bars = load_bars(source);
+  for (auto& s : bars.series) {
+    if (s.size() > keep) s = slice_bars(s, s.size() - keep, s.size());
   }
   return bars;
 }

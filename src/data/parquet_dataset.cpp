@@ -102,6 +102,9 @@ std::vector<DatasetFile> list_parquet_dataset(const std::string& directory, cons
     const auto& file = static_cast<const ds::FileFragment&>(*fragment);
     DatasetFile f;
     f.path = file.source().path();
+    // A feature store kept inside the folder under a name Arrow does not skip (--feature-store
+    // FOLDER/stores) is qtft's own file, not data.
+    if (f.path.ends_with(".qtfs")) continue;
     std::error_code ec;
     f.size_bytes = static_cast<int64_t>(std::filesystem::file_size(f.path, ec));
     auto mtime = std::filesystem::last_write_time(f.path, ec);
@@ -186,11 +189,15 @@ size_t write_parquet_partitions(const BarSet& bars, const std::string& folder) {
   return files;
 }
 
-BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOptions& options) {
+BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOptions& options, size_t keep) {
   DatasetReader reader(directory, options);
   BarSet bars;
   bars.source = directory;
   SeriesAssembly assembly;
+  // Only the last `keep` bars of a series are kept, as each file arrives.
+  auto keep_last = [keep](BarSeries& s) {
+    if (s.size() > keep) s = slice_bars(s, s.size() - keep, s.size());
+  };
   for (size_t k = 0; k < reader.files().size(); ++k) {
     BarSet part = reader.read(k);
     if (k == 0) {
@@ -199,8 +206,10 @@ BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOpti
     }
     const auto where = assembly.place(part);
     for (size_t j = 0; j < part.series.size(); ++j) {
+      keep_last(part.series[j]);
       if (where[j] == bars.series.size()) bars.series.emplace_back().symbol = part.series[j].symbol;
       append_bars(bars.series[where[j]], part.series[j]);
+      keep_last(bars.series[where[j]]);
     }
   }
   return bars;

@@ -113,6 +113,15 @@ TEST_F(FeatureStore, ASingleFileWithAStoreFolderToo) {
   EXPECT_EQ(stores_in(csv.feature_store), 2u);
 }
 
+TEST_F(FeatureStore, AStoreFolderInsideTheDatasetIsNotReadAsData) {
+  BarSource inside = source_;
+  inside.feature_store = source_.parquet_file + "/stores";
+  const auto built = prepare_feature_store(inside, small_windows(), nullptr);
+  EXPECT_TRUE(built.built);
+  EXPECT_FALSE(prepare_feature_store(inside, small_windows(), nullptr).built);
+  expect_bitwise_equal(map_feature_store(built.path), in_memory());
+}
+
 TEST_F(FeatureStore, ReusedOnlyForTheSameFilesAndOptions) {
   const auto first = prepare_feature_store(source_, small_windows(), nullptr);
   EXPECT_TRUE(first.built);

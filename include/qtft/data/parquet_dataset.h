@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,7 +26,8 @@ struct DatasetFile {
 };
 
 // Every Parquet file below `directory` (recursively, in path order; names starting with '.'
-// or '_' are skipped as Arrow skips them, which is where qtft keeps its feature stores), with
+// or '_' are skipped as Arrow skips them, which is where qtft keeps its feature stores, and
+// so are feature stores themselves, *.qtfs), with
 // Hive partition keys parsed from the folders. Throws qtft::Error for an empty folder or a
 // symbol partition value that is not a valid symbol.
 std::vector<DatasetFile> list_parquet_dataset(const std::string& directory, const BarReadOptions& options);
@@ -68,7 +70,9 @@ class SeriesAssembly {
 // Returns the number of files written.
 size_t write_parquet_partitions(const BarSet& bars, const std::string& folder);
 
-// The bars of a whole folder, in memory (what load_bars does for a folder).
-BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOptions& options);
+// The bars of a whole folder, in memory (what load_bars does for a folder); with `keep`, only
+// each series' last `keep` bars, trimmed file by file (what a forecast reads).
+BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOptions& options,
+                                 size_t keep = std::numeric_limits<size_t>::max());
 
 }  // namespace qtft::data

@@ -81,6 +81,7 @@ SpecFitter::SpecFitter(bool has_range, bool has_volume, const DatasetOptions& op
       observed_count_(observed_feature_names(has_range, has_volume).size()),
       known_count_(known_feature_names().size()) {
   moments_ = std::make_unique<Moments[]>(observed_count_ + known_count_ + 1);
+  raw_ = std::make_unique<RawFeatures>();
 }
 
 SpecFitter::~SpecFitter() = default;
@@ -90,7 +91,8 @@ void SpecFitter::add(const BarSeries& s) {
   symbols_.push_back(s.symbol);
   // Features are recomputed when the dataset is assembled rather than kept: this holds one
   // series' doubles at a time, which matters for files of millions of bars.
-  auto raw = compute_raw_features(s, has_range_, has_volume_);
+  RawFeatures& raw = *raw_;
+  compute_raw_features(s, has_range_, has_volume_, raw);
   auto rows = static_cast<int64_t>(raw.log_return.size());
   int64_t train_end = split_bounds(rows, options_)[1];
   Moments* observed = moments_.get();
@@ -135,12 +137,19 @@ FeaturePlan plan_features(bool has_range, bool has_volume, const FeatureSpec* sa
 
 SeriesFeatures dataset_series(const BarSeries& s, size_t position, size_t series_count, const FeaturePlan& plan,
                               const DatasetOptions& options, const std::string& source) {
+  RawFeatures raw;
+  SeriesFeatures f;
+  dataset_series(s, position, series_count, plan, options, source, raw, f);
+  return f;
+}
+
+void dataset_series(const BarSeries& s, size_t position, size_t series_count, const FeaturePlan& plan,
+                    const DatasetOptions& options, const std::string& source, RawFeatures& raw, SeriesFeatures& f) {
   const int64_t id = plan.saved ? resolve_symbol_id(plan.spec, s.symbol, series_count == 1, source)
                                 : static_cast<int64_t>(position);
-  SeriesFeatures f = featurize_series(s, plan.has_range, plan.has_volume, plan.spec, id);
+  featurize_series(s, plan.has_range, plan.has_volume, plan.spec, id, raw, f);
   if (plan.saved) f.symbol = plan.spec.symbols[static_cast<size_t>(id)];
   f.split_bounds = split_bounds(static_cast<int64_t>(f.rows()), options);
-  return f;
 }
 
 SeriesView view_of(const SeriesFeatures& f) {
@@ -181,8 +190,15 @@ int64_t resolve_symbol_id(const FeatureSpec& spec, const std::string& symbol, bo
 
 SeriesFeatures featurize_series(const BarSeries& s, bool has_range, bool has_volume, const FeatureSpec& spec,
                                 int64_t symbol_id) {
-  auto raw = compute_raw_features(s, has_range, has_volume);
+  RawFeatures raw;
   SeriesFeatures f;
+  featurize_series(s, has_range, has_volume, spec, symbol_id, raw, f);
+  return f;
+}
+
+void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const FeatureSpec& spec, int64_t symbol_id,
+                      RawFeatures& raw, SeriesFeatures& f) {
+  compute_raw_features(s, has_range, has_volume, raw);
   f.symbol = s.symbol;
   f.symbol_id = symbol_id;
   f.timestamp_ns.assign(s.timestamp_ns.begin() + (s.size() > 0 ? 1 : 0), s.timestamp_ns.end());
@@ -195,7 +211,6 @@ SeriesFeatures featurize_series(const BarSeries& s, bool has_range, bool has_vol
   }
   const auto rows = static_cast<int64_t>(f.rows());
   f.split_bounds = {0, rows, rows, rows};
-  return f;
 }
 
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec) {

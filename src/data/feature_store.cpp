@@ -22,6 +22,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/data/feature_spec_json.h"
+#include "qtft/data/features.h"
 #include "qtft/data/parquet_dataset.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/io/mapped_file.h"
@@ -348,13 +349,16 @@ class SpillReader {
   int fd_ = -1;
 };
 
-// One series' bars again, from its chunks in the spill.
-BarSeries spilled_series(const Spill& spill, const SpillReader& file, size_t series) {
-  BarSeries s;
+// One series' bars again, from its chunks in the spill, into `s` (its buffers reused).
+const BarSeries& spilled_series(const Spill& spill, const SpillReader& file, size_t series, BarSeries& s) {
   s.symbol = spill.symbols[series];
   uint64_t rows = 0;
   for (const auto& c : spill.chunks) rows += c.series == series ? c.rows : 0;
-  for (auto* column : {&s.close, &s.open, &s.high, &s.low, &s.volume}) column->reserve(rows);
+  for (auto* column : {&s.close, &s.open, &s.high, &s.low, &s.volume}) {
+    column->clear();
+    column->reserve(rows);
+  }
+  s.timestamp_ns.clear();
   s.timestamp_ns.reserve(rows);
   for (const auto& c : spill.chunks) {
     if (c.series != series) continue;
@@ -388,10 +392,15 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
     }
     const SpillReader spilled(spill_file.temp_path(), shown);
 
+    // Buffers kept from series to series: allocating hundreds of MB per series and handing
+    // them back cost more in page faults than computing the features.
+    BarSeries bars;
+    RawFeatures raw;
+    SeriesFeatures f;
     FeaturePlan plan = plan_features(spill.has_range, spill.has_volume, saved, spill.source);
     if (!saved) {
       SpecFitter fitter(plan.has_range, plan.has_volume, options);
-      for (size_t i = 0; i < spill.symbols.size(); ++i) fitter.add(spilled_series(spill, spilled, i));
+      for (size_t i = 0; i < spill.symbols.size(); ++i) fitter.add(spilled_series(spill, spilled, i, bars));
       plan.spec = fitter.finish();
     }
 
@@ -399,9 +408,9 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
     out_file.write(kHeadMagic, sizeof kHeadMagic);
     json series = json::array();
     for (size_t i = 0; i < spill.symbols.size(); ++i) {
-      const BarSeries bars = spilled_series(spill, spilled, i);
+      spilled_series(spill, spilled, i, bars);
       out.bars += static_cast<int64_t>(bars.size());
-      const SeriesFeatures f = dataset_series(bars, i, spill.symbols.size(), plan, options, spill.source);
+      dataset_series(bars, i, spill.symbols.size(), plan, options, spill.source, raw, f);
       series.push_back({{"symbol", f.symbol},
                         {"symbol_id", f.symbol_id},
                         {"rows", f.rows()},

@@ -34,8 +34,16 @@ void append_known_features(int64_t t, std::vector<double>& out) {
 
 RawFeatures compute_raw_features(const BarSeries& s, bool has_range, bool has_volume) {
   RawFeatures f;
+  compute_raw_features(s, has_range, has_volume, f);
+  return f;
+}
+
+void compute_raw_features(const BarSeries& s, bool has_range, bool has_volume, RawFeatures& f) {
   f.observed_names = observed_feature_names(has_range, has_volume);
   f.known_names = known_feature_names();
+  f.observed.clear();
+  f.known.clear();
+  f.log_return.clear();
   const size_t rows = s.size() > 0 ? s.size() - 1 : 0;
   f.observed.reserve(rows * f.observed_names.size());
   f.known.reserve(rows * f.known_names.size());
@@ -53,7 +61,6 @@ RawFeatures compute_raw_features(const BarSeries& s, bool has_range, bool has_vo
     f.observed.push_back(std::log1p(gap_minutes));
     append_known_features(s.timestamp_ns[i], f.known);
   }
-  return f;
 }
 
 }  // namespace qtft::data

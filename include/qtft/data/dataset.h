@@ -28,6 +28,8 @@ struct DatasetOptions {
   void validate() const;  // throws UsageError naming the flag
 };
 
+struct RawFeatures;
+
 // Mean and standard deviation of one real input, computed on the training split only.
 struct FeatureStats {
   std::string name;
@@ -98,6 +100,7 @@ class SpecFitter {
   DatasetOptions options_;
   std::vector<std::string> symbols_;
   std::unique_ptr<Moments[]> moments_;  // observed inputs, then known inputs, then the target
+  std::unique_ptr<RawFeatures> raw_;    // scratch, reused from series to series
   size_t observed_count_ = 0, known_count_ = 0;
 };
 
@@ -110,11 +113,16 @@ FeaturePlan plan_features(bool has_range, bool has_volume, const FeatureSpec* sa
 // by `options`; under a saved spec its symbol id and name come from the spec's vocabulary.
 SeriesFeatures dataset_series(const BarSeries& series, size_t position, size_t series_count, const FeaturePlan& plan,
                               const DatasetOptions& options, const std::string& source);
+// The same into `out`, with `raw` as scratch, reusing both buffers from series to series.
+void dataset_series(const BarSeries& series, size_t position, size_t series_count, const FeaturePlan& plan,
+                    const DatasetOptions& options, const std::string& source, RawFeatures& raw, SeriesFeatures& out);
 
 // One series' features under `spec`, every row, with no split (all rows in split 0): what
 // Dataset::build computes per symbol, shared with serving so that the two cannot drift.
 SeriesFeatures featurize_series(const BarSeries& series, bool has_range, bool has_volume, const FeatureSpec& spec,
                                 int64_t symbol_id);
+void featurize_series(const BarSeries& series, bool has_range, bool has_volume, const FeatureSpec& spec,
+                      int64_t symbol_id, RawFeatures& raw, SeriesFeatures& out);
 // The known inputs of bars at `timestamps_ns`, normalized by `spec`: timestamps x known.
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec);
 // Which of the model's inputs `spec` needs from the bars: open/high/low, volume.

@@ -30,6 +30,9 @@ struct RawFeatures {
 std::vector<std::string> observed_feature_names(bool has_range, bool has_volume);
 std::vector<std::string> known_feature_names();
 RawFeatures compute_raw_features(const BarSeries& series, bool has_range, bool has_volume);
+// The same into `out`, reusing its buffers: a pass over hundreds of series then allocates
+// (and the kernel zeroes) its memory once, not once per series.
+void compute_raw_features(const BarSeries& series, bool has_range, bool has_volume, RawFeatures& out);
 // The known inputs of a bar at `timestamp_ns`, in known_feature_names() order, appended.
 void append_known_features(int64_t timestamp_ns, std::vector<double>& out);
 

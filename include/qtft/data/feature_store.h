@@ -9,9 +9,10 @@
 namespace qtft::data {
 
 // A prepared feature store: one file holding every series' features, targets, timestamps,
-// closes and split bounds as flat arrays, with an index (JSON) at its end. It is mapped,
-// not read: a dataset of any number of rows costs the process the pages a batch touches,
-// and processes on one machine share one copy through the page cache.
+// closes and split bounds as flat arrays, with an index (JSON) at its end. It is mapped for
+// the views a Dataset hands out, and batches copy from it with pread: a dataset of any
+// number of rows costs the process what a batch copies, and the processes of one machine
+// share one copy of the data through the page cache.
 //
 // A store is named by a fingerprint of what it was built from (every source file's path,
 // size and modification time; the column and timestamp options; the windows and splits;

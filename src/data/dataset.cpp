@@ -153,7 +153,7 @@ void dataset_series(const BarSeries& s, size_t position, size_t series_count, co
 }
 
 SeriesView view_of(const SeriesFeatures& f) {
-  return {f.symbol, f.symbol_id, f.timestamp_ns, f.close, f.observed, f.known, f.target, f.split_bounds};
+  return {f.symbol, f.symbol_id, f.timestamp_ns, f.close, f.observed, f.known, f.target, f.split_bounds, f.first_bar_ns};
 }
 
 bool spec_uses_range(const FeatureSpec& spec) {
@@ -201,6 +201,7 @@ void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const
   compute_raw_features(s, has_range, has_volume, raw);
   f.symbol = s.symbol;
   f.symbol_id = symbol_id;
+  f.first_bar_ns = s.size() > 0 ? s.timestamp_ns.front() : 0;
   f.timestamp_ns.assign(s.timestamp_ns.begin() + (s.size() > 0 ? 1 : 0), s.timestamp_ns.end());
   f.close.assign(s.close.begin() + (s.size() > 0 ? 1 : 0), s.close.end());
   normalize_into(raw.observed, spec.observed, f.observed);

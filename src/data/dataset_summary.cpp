@@ -38,8 +38,8 @@ std::string summarize_dataset(const Dataset& dataset) {
   if (series.size() > kListed) out += ", and " + std::to_string(series.size() - kListed) + " more";
   out += ")\n";
   if (!series.empty() && series.front().rows() > 0) {
-    out += "  time: " + format_utc(series.front().timestamp_ns.front()) + " to " +
-           format_utc(series.front().timestamp_ns.back()) + " (first symbol, from its second bar)\n";
+    out += "  time: " + format_utc(series.front().first_bar_ns) + " to " +
+           format_utc(series.front().timestamp_ns.back()) + " (first symbol)\n";
   }
   out += "  inputs: observed [" + names(spec.observed) + "], known [" + names(spec.known) +
          "], static [symbol]\n";

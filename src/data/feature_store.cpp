@@ -241,6 +241,7 @@ Dataset dataset_over(std::shared_ptr<MappedStore> store, const std::string& path
       v.symbol_id = e.at("symbol_id").get<int64_t>();
       const auto rows = e.at("rows").get<uint64_t>();
       v.split_bounds = e.at("split_bounds").get<std::array<int64_t, 4>>();
+      v.first_bar_ns = e.at("first_bar_ns").get<int64_t>();
       if (v.symbol_id < 0 || static_cast<size_t>(v.symbol_id) >= spec.symbols.size() || v.split_bounds[0] != 0 ||
           v.split_bounds[1] < 0 || v.split_bounds[1] > v.split_bounds[2] || v.split_bounds[2] > v.split_bounds[3] ||
           static_cast<uint64_t>(v.split_bounds[3]) != rows) {
@@ -415,6 +416,7 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
                         {"symbol_id", f.symbol_id},
                         {"rows", f.rows()},
                         {"split_bounds", f.split_bounds},
+                        {"first_bar_ns", f.first_bar_ns},
                         {"timestamp_ns", out_file.append(std::span<const int64_t>(f.timestamp_ns))},
                         {"close", out_file.append(std::span<const double>(f.close))},
                         {"observed", out_file.append(std::span<const float>(f.observed))},

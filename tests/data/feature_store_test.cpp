@@ -53,6 +53,7 @@ void expect_bitwise_equal(const Dataset& a, const Dataset& b) {
     EXPECT_EQ(x.symbol, y.symbol);
     EXPECT_EQ(x.symbol_id, y.symbol_id);
     EXPECT_EQ(x.split_bounds, y.split_bounds);
+    EXPECT_EQ(x.first_bar_ns, y.first_bar_ns);
     EXPECT_TRUE(same_bits(x.timestamp_ns, y.timestamp_ns)) << x.symbol;
     EXPECT_TRUE(same_bits(x.close, y.close)) << x.symbol;
     EXPECT_TRUE(same_bits(x.observed, y.observed)) << x.symbol;

@@ -55,6 +55,7 @@ struct SeriesFeatures {
   std::vector<float> observed;  // rows x observed.size(), normalized
   std::vector<float> known;     // rows x known.size(), normalized
   std::vector<float> target;    // rows: this bar's log return / target_scale
+  int64_t first_bar_ns = 0;     // the series' first bar, which has no row of its own
   // Rows [bounds[k], bounds[k+1]) form split k (train, validation, test).
   std::array<int64_t, 4> split_bounds{};
   size_t rows() const { return timestamp_ns.size(); }
@@ -71,6 +72,7 @@ struct SeriesView {
   std::span<const float> known;     // rows x known inputs
   std::span<const float> target;
   std::array<int64_t, 4> split_bounds{};
+  int64_t first_bar_ns = 0;  // the series' first bar, which has no row of its own
   size_t rows() const { return timestamp_ns.size(); }
 };
 SeriesView view_of(const SeriesFeatures& features);

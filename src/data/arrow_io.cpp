@@ -39,30 +39,33 @@ void require_file(const std::string& path) {
 
 }  // namespace
 
-std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path) {
+// Opens a Parquet file and hands its reader to `use`; a file that is not Parquet (or is cut
+// short) fails with its name, whether Arrow says so by Status or by exception.
+template <class F>
+auto with_parquet_reader(const std::string& path, F&& use) {
   require_file(path);
   auto input = unwrap(arrow::io::ReadableFile::Open(path), path, "cannot open");
   try {
     auto reader = unwrap(parquet::arrow::OpenFile(input, arrow::default_memory_pool()), path,
                          "not a valid Parquet file");
-    return unwrap(reader->ReadTable(), path, "cannot read Parquet data");
+    return use(*reader);
   } catch (const parquet::ParquetException& e) {
     throw Error(path + ": not a valid Parquet file: " + e.what());
   }
 }
 
+std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path) {
+  return with_parquet_reader(path, [&](parquet::arrow::FileReader& reader) {
+    return unwrap(reader.ReadTable(), path, "cannot read Parquet data");
+  });
+}
+
 std::shared_ptr<arrow::Schema> read_parquet_schema(const std::string& path) {
-  require_file(path);
-  auto input = unwrap(arrow::io::ReadableFile::Open(path), path, "cannot open");
-  try {
-    auto reader = unwrap(parquet::arrow::OpenFile(input, arrow::default_memory_pool()), path,
-                         "not a valid Parquet file");
+  return with_parquet_reader(path, [&](parquet::arrow::FileReader& reader) {
     std::shared_ptr<arrow::Schema> schema;
-    check(reader->GetSchema(&schema), path, "cannot read the Parquet schema");
+    check(reader.GetSchema(&schema), path, "cannot read the Parquet schema");
     return schema;
-  } catch (const parquet::ParquetException& e) {
-    throw Error(path + ": not a valid Parquet file: " + e.what());
-  }
+  });
 }
 
 std::shared_ptr<arrow::Table> read_csv_table(const std::string& path) {

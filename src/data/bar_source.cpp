@@ -20,9 +20,7 @@ BarSet load_bars(const BarSource& source) {
 BarSet load_latest_bars(const BarSource& source, size_t keep) {
   if (source.is_dataset_folder()) return read_bars_parquet_dataset(source.parquet_file, source.read, keep);
   BarSet bars = load_bars(source);
-  for (auto& s : bars.series) {
-    if (s.size() > keep) s = slice_bars(s, s.size() - keep, s.size());
-  }
+  for (auto& s : bars.series) keep_last_bars(s, keep);
   return bars;
 }
 

@@ -14,6 +14,10 @@ size_t BarSet::total_rows() const {
   return n;
 }
 
+void keep_last_bars(BarSeries& s, size_t keep) {
+  if (s.size() > keep) s = slice_bars(s, s.size() - keep, s.size());
+}
+
 void append_bars(BarSeries& to, const BarSeries& from) {
   auto append = [](auto& a, const auto& b) { a.insert(a.end(), b.begin(), b.end()); };
   append(to.timestamp_ns, from.timestamp_ns);

@@ -134,11 +134,13 @@ std::string absolute_source(const BarSource& source) {
   return path;
 }
 
-json fingerprint(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved) {
+// `files`: source_files(source), listed once by callers that need several fingerprints.
+json fingerprint(const BarSource& source, const json& files, const DatasetOptions& options,
+                 const FeatureSpec* saved) {
   return {{"version", kFormatVersion},
           {"source", absolute_source(source)},
           {"format", source.parquet_file.empty() ? "csv" : "parquet"},
-          {"files", source_files(source)},
+          {"files", files},
           {"columns", read_options_json(source.read)},
           {"windows", to_json(options)},
           {"saved_spec", saved ? to_json(*saved) : json(nullptr)}};
@@ -154,6 +156,18 @@ std::string fingerprint_name(const json& fp) {
 }
 
 // ---- reading a store ----
+
+// `bytes` bytes of `fd` at `offset` into `to`; a failure is an Error starting with `what`.
+void read_fully(int fd, uint64_t offset, size_t bytes, void* to, const std::string& what) {
+  auto* out = static_cast<char*>(to);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd, out, bytes, static_cast<off_t>(offset));
+    if (n <= 0) throw Error(what + ": " + (n == 0 ? std::string("the file ended early") : std::strerror(errno)));
+    out += n;
+    offset += static_cast<uint64_t>(n);
+    bytes -= static_cast<size_t>(n);
+  }
+}
 
 // The store mapped (for the views) and open (for reading batches with pread: the kernel
 // maps whole page-cache folios into a process on a fault, so gathering windows from the
@@ -171,15 +185,8 @@ struct MappedStore {
   MappedStore& operator=(const MappedStore&) = delete;
 
   void read(const void* from, size_t bytes, void* to) const {
-    auto offset = static_cast<off_t>(static_cast<const std::byte*>(from) - file.bytes().data());
-    auto* out = static_cast<char*>(to);
-    while (bytes > 0) {
-      const ssize_t n = ::pread(fd, out, bytes, offset);
-      if (n <= 0) throw Error(file.path().string() + ": cannot read the feature store: " + std::strerror(errno));
-      out += n;
-      offset += n;
-      bytes -= static_cast<size_t>(n);
-    }
+    const auto offset = static_cast<uint64_t>(static_cast<const std::byte*>(from) - file.bytes().data());
+    read_fully(fd, offset, bytes, to, file.path().string() + ": cannot read the feature store");
   }
 };
 
@@ -335,14 +342,8 @@ class SpillReader {
   void append(std::vector<T>& column, uint64_t offset, uint64_t rows) const {
     const size_t at = column.size();
     column.resize(at + rows);
-    auto* p = reinterpret_cast<char*>(column.data() + at);
-    for (uint64_t left = rows * sizeof(T); left > 0;) {
-      const ssize_t n = ::pread(fd_, p, left, static_cast<off_t>(offset));
-      if (n <= 0) throw Error(shown_ + ": cannot read back the feature store's scratch file: " + std::strerror(errno));
-      p += n;
-      offset += static_cast<uint64_t>(n);
-      left -= static_cast<uint64_t>(n);
-    }
+    read_fully(fd_, offset, rows * sizeof(T), column.data() + at,
+               shown_ + ": cannot read back the feature store's scratch file");
   }
 
  private:
@@ -517,16 +518,17 @@ StorePreparation prepare_feature_store(const BarSource& source, const DatasetOpt
                                        const FeatureSpec* saved, StoreAccess access) {
   options.validate();
   const fs::path folder = store_folder_of(source);
+  const json files = source_files(source);
   if (saved) {
     // A model trained from this source carries the fitted store's own statistics: that
     // store serves it as is, rather than a second store of the same numbers.
     json fitted_spec;
-    if (auto fitted = find_store(folder, fingerprint(source, options, nullptr), &fitted_spec);
+    if (auto fitted = find_store(folder, fingerprint(source, files, options, nullptr), &fitted_spec);
         fitted && fitted_spec == to_json(*saved)) {
       return *fitted;
     }
   }
-  const json fp = fingerprint(source, options, saved);
+  const json fp = fingerprint(source, files, options, saved);
   if (auto found = find_store(folder, fp)) return *found;
   const fs::path path = folder / (fingerprint_name(fp) + kExtension);
   if (access == StoreAccess::MustExist) {

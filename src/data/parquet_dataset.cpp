@@ -194,10 +194,6 @@ BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOpti
   BarSet bars;
   bars.source = directory;
   SeriesAssembly assembly;
-  // Only the last `keep` bars of a series are kept, as each file arrives.
-  auto keep_last = [keep](BarSeries& s) {
-    if (s.size() > keep) s = slice_bars(s, s.size() - keep, s.size());
-  };
   for (size_t k = 0; k < reader.files().size(); ++k) {
     BarSet part = reader.read(k);
     if (k == 0) {
@@ -206,10 +202,10 @@ BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOpti
     }
     const auto where = assembly.place(part);
     for (size_t j = 0; j < part.series.size(); ++j) {
-      keep_last(part.series[j]);
+      keep_last_bars(part.series[j], keep);  // each file trimmed as it arrives
       if (where[j] == bars.series.size()) bars.series.emplace_back().symbol = part.series[j].symbol;
       append_bars(bars.series[where[j]], part.series[j]);
-      keep_last(bars.series[where[j]]);
+      keep_last_bars(bars.series[where[j]], keep);
     }
   }
   return bars;

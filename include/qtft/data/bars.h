@@ -19,6 +19,8 @@ struct BarSeries {
 
 // Bars [begin, end) of a series, every column it has (a forecast's latest bars).
 BarSeries slice_bars(const BarSeries& series, size_t begin, size_t end);
+// Drops all but the last `keep` bars of a series.
+void keep_last_bars(BarSeries& series, size_t keep);
 // Appends `from`'s bars (the same columns, later in time) to `to`.
 void append_bars(BarSeries& to, const BarSeries& from);
 

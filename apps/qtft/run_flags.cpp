@@ -45,11 +45,24 @@ void add_qat_flags(CLI::App& cmd, QatFlags& f) {
   cmd.add_option("--activation-bits", f.activation_bits, kActivationBitsHelp)->capture_default_str();
   cmd.add_flag("--verbose", f.verbose, "List every observer, not only the widest ranges");
   cmd.add_flag("--two-phase", f.two_phase,
-               "The QAT recipe in one run: calibrate, train --qat-live-epochs with live observers, freeze, continue");
-  cmd.add_option("--qat-live-epochs", f.live_epochs, "With --two-phase: epochs before the observers freeze")
+               "The QAT recipe in one run: train FP32 (or --load-model it), quantize it, calibrate on the trained "
+               "model, fine-tune with live observers, freeze, continue");
+  cmd.add_option("--qat-start", f.start_name,
+                 "Where --two-phase and --compare-accuracy start QAT: fp32 (a trained FP32 model) or scratch (a "
+                 "fresh QAT model)")
+      ->check(CLI::IsMember({"fp32", "scratch"}))
       ->capture_default_str();
+  cmd.add_option("--qat-epochs", f.qat_epochs,
+                 "From FP32: the epochs of --epochs that fine-tune with QAT (default: a quarter, at least 1)");
+  cmd.add_option("--qat-lr-scale", f.fine_tune_lr_scale,
+                 "From FP32: the QAT fine-tuning's learning rate as a fraction of --learning-rate")
+      ->capture_default_str();
+  cmd.add_option("--qat-live-epochs", f.live_epochs,
+                 "With --two-phase: epochs with live observers before they freeze, a fraction counting steps "
+                 "(default: from FP32, half the QAT epochs; from scratch, 1)");
   cmd.add_flag("--compare-accuracy", f.compare_accuracy,
-               "Train FP32, derive PTQ, train QAT frozen (two-phase) and QAT live; print and save the comparison");
+               "Train FP32, derive PTQ, train QAT frozen (two-phase) and QAT live with the same epoch budget; print "
+               "and save the comparison");
 }
 
 void add_runtime_flags(CLI::App& cmd, RuntimeFlags& f) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "qtft/model/tft_options.h"
+#include "qtft/train/qat_recipe.h"
 #include "qtft/train/train_options.h"
 
 namespace CLI {
@@ -28,16 +29,12 @@ struct RuntimeFlags {
 };
 
 // Quantization-aware training, as users of the earlier tool know the flags.
-struct QatFlags {
-  bool use_qat = false;
-  int64_t calibration_batches = 100;
-  bool freeze_observers = false;
-  int64_t weight_bits = 8;
-  int64_t activation_bits = 8;
+// The recipe's fields are the flags; the rest are what the command does with them.
+struct QatFlags : train::QatRecipe {
+  std::string start_name = "fp32";  // --qat-start, parsed into `start` by finish()
   bool verbose = false;
-  bool two_phase = false;
-  int64_t live_epochs = 1;
   bool compare_accuracy = false;
+  void finish() { start = train::parse_qat_start(start_name); }
 };
 
 // Activation checkpointing, with the flag users of the earlier tool know.

@@ -180,6 +180,14 @@ class ConsolePrinter : public train::TrainingEvents {
     std::printf("Baselines on validation: zero-return loss %.5f, training quantiles loss %.5f (best: %s)\n",
                 b.zero.loss, b.empirical.loss, b.best_name().c_str());
   }
+  void two_phase_planned(const train::TwoPhasePlan& plan) override { std::printf("%s\n", plan.describe().c_str()); }
+  void qat_phase_started(const train::TwoPhasePlan& plan, int64_t fp32_best_epoch) override {
+    std::printf("FP32 phase done (best epoch %lld); QAT phase: those weights fake-quantized at %lld-bit weights, "
+                "%lld-bit activations, learning rate %g\n",
+                static_cast<long long>(fp32_best_epoch), static_cast<long long>(plan.weight_bits),
+                static_cast<long long>(plan.activation_bits), plan.learning_rate);
+    std::fflush(stdout);
+  }
   void resumed(const infer::TrainingState& st) override {
     std::printf("Resuming after epoch %lld, batch %lld (step %lld)\n", static_cast<long long>(st.epochs_completed),
                 static_cast<long long>(st.batches_done_in_epoch), static_cast<long long>(st.global_step));
@@ -191,12 +199,19 @@ class ConsolePrinter : public train::TrainingEvents {
   c10::Device device_;
 };
 
-train::QatRecipe qat_recipe(const QatFlags& q) {
-  return {q.use_qat, q.weight_bits, q.activation_bits, q.calibration_batches, q.freeze_observers, q.two_phase,
-          q.live_epochs};
+// The comparison's recipe in words, checked before any data loads (UsageError naming flags).
+std::string comparison_budget(const TrainFlags& f) {
+  auto recipe = static_cast<train::QatRecipe>(f.qat);
+  recipe.two_phase = true;
+  const auto plan = train::plan_two_phase(recipe, f.train, /*fp32_loaded=*/false);
+  const auto epochs = std::to_string(f.train.epochs);
+  if (!plan) return "every model trains " + epochs + " epochs (QAT from scratch)";
+  return "every model has " + epochs + " epochs: QAT takes over the FP32 run after " +
+         std::to_string(plan->fp32_epochs) + " and fine-tunes for " + std::to_string(plan->qat_epochs);
 }
 
 void run_compare_accuracy(const TrainFlags& f) {
+  comparison_budget(f);  // flags before data
   auto device = infer::resolve_device(f.runtime.device);
   const auto& source = f.data.source;
   if (source.uses_embedded_data()) {
@@ -207,12 +222,13 @@ void run_compare_accuracy(const TrainFlags& f) {
   const auto& dataset = *shared_dataset;
   model::TftOptions options = infer::model_options_for(dataset);
   f.model.apply_to(options);
-  eval::CompareOptions compare{options, f.train, f.qat.weight_bits, f.qat.activation_bits,
-                                f.qat.calibration_batches, f.qat.live_epochs, device};
+  eval::CompareOptions compare{options, f.train, f.qat, device};
   compare.train.freeze_observers_after_epochs = 0;
   print_config(options, f.train, infer::count_parameters(*model::TemporalFusionTransformer(options)), device);
-  std::printf("Comparing FP32, PTQ, QAT (two-phase, frozen) and QAT (live) at %lld-bit weights, %lld-bit activations\n",
-              static_cast<long long>(f.qat.weight_bits), static_cast<long long>(f.qat.activation_bits));
+  std::printf("Comparing FP32, PTQ, QAT (two-phase, frozen) and QAT (live) at %lld-bit weights, %lld-bit activations; "
+              "%s\n",
+              static_cast<long long>(f.qat.weight_bits), static_cast<long long>(f.qat.activation_bits),
+              comparison_budget(f).c_str());
   auto progress = train::make_console_progress(stdout, stdout_is_terminal());
   auto rows = eval::compare_accuracy(
       shared_dataset, compare, *progress,
@@ -240,8 +256,9 @@ void finish_train_flags(TrainFlags& f) {
   f.runtime.apply();
   f.train.lr_schedule = train::parse_lr_schedule(f.lr_schedule);
   f.checkpointing.apply_to(f.train);
+  f.qat.finish();
   if (f.qat.compare_accuracy && (!f.load_model.empty() || f.resume)) {
-    throw UsageError("--compare-accuracy trains from scratch: drop --load-model");
+    throw UsageError("--compare-accuracy trains every model itself, FP32 first: drop --load-model");
   }
 }
 
@@ -270,7 +287,7 @@ int launch_local_workers(TrainFlags& f, std::chrono::milliseconds dist_timeout) 
     train::TrainingSetup probe;
     probe.dataset = f.data.dataset;
     probe.architecture = f.model;
-    probe.qat = qat_recipe(f.qat);
+    probe.qat = f.qat;
     probe.train = f.train;
     probe.load_model = f.load_model;
     train::check_training_setup(probe);
@@ -293,8 +310,6 @@ void run_train(TrainFlags& f) {
   const bool leader = !group || group->rank() == 0;
   const int64_t ranks = group ? group->world_size() : 1;
   if (f.qat.compare_accuracy) {
-    auto recipe = qat_recipe(f.qat);
-    recipe.apply_to(f.train);
     run_compare_accuracy(f);
     return;
   }
@@ -308,7 +323,7 @@ void run_train(TrainFlags& f) {
     }
     device = c10::Device(c10::kCPU);
   }
-  train::TrainingSetup setup{f.data.dataset, f.model,  qat_recipe(f.qat), f.train, f.load_model, std::move(checkpoint),
+  train::TrainingSetup setup{f.data.dataset, f.model,  f.qat, f.train, f.load_model, std::move(checkpoint),
                              f.resume,       device, {}, group};
   train::check_training_setup(setup);  // flags before data
   // Two runs saving to one file would overwrite each other's work: the second stops here.
@@ -345,7 +360,8 @@ void run_train(TrainFlags& f) {
 
   auto progress = leader ? train::make_console_progress(stdout, stdout_is_terminal())
                          : std::make_unique<train::ProgressReporter>();
-  auto result = run.trainer->fit(*progress, interrupt_requested);
+  auto result = train::fit_training(run, *progress, leader ? static_cast<train::TrainingEvents&>(printer) : quiet,
+                                    interrupt_requested);
   // The other ranks wait until rank 0's files are complete: a launcher that sees one
   // worker end may stop the rest.
   auto files_written = [&] {

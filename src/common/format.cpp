@@ -18,6 +18,12 @@ std::string format_number(double value) {
   return std::string(buf.data(), end);
 }
 
+std::string format_rounded(double value) {
+  std::array<char, 32> buf{};
+  const int n = std::snprintf(buf.data(), buf.size(), "%g", value);
+  return std::string(buf.data(), static_cast<size_t>(n));
+}
+
 std::string format_utc(int64_t timestamp_ns) {
   using namespace std::chrono;
   // Floor division so that times before 1970 still land on the right day.

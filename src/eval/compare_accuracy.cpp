@@ -5,10 +5,13 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <system_error>
 #include <nlohmann/json.hpp>
 
 #include "qtft/common/error.h"
+#include "qtft/common/format.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/infer/int8_file.h"
 #include "qtft/infer/model_file.h"
@@ -39,18 +42,35 @@ struct TemporaryFile {
   std::filesystem::path path;
 };
 
-// Trains `model` and leaves it holding its best epoch's weights.
-ForecastMetrics train_best(model::TemporalFusionTransformer& model, const std::shared_ptr<const data::Dataset>& dataset,
-                           const train::TrainOptions& options, c10::Device device, train::ProgressReporter& progress,
-                           const std::function<bool()>& stop_requested) {
-  train::Trainer trainer(model, dataset, options, device);
+// Trains to the end of its budget and leaves the model holding its best epoch's weights.
+ForecastMetrics finish_best(train::Trainer& trainer, const data::Dataset& dataset, const train::TrainOptions& options,
+                            c10::Device device, train::ProgressReporter& progress,
+                            const std::function<bool()>& stop_requested) {
   if (trainer.fit(progress, stop_requested).interrupted) {
     // A comparison of half-trained models would mislead; there is no single run to resume.
     throw Error("interrupted: the accuracy comparison stopped before it finished; nothing was saved");
   }
+  auto& model = trainer.model();
   infer::copy_weights_into(*model, trainer.best_weights(), "best weights");
-  return evaluate_model(model, *dataset, data::Split::Validation, options.eval_batch_size, device);
+  return evaluate_model(model, dataset, data::Split::Validation, options.eval_batch_size, device);
 }
+
+ForecastMetrics train_best(model::TemporalFusionTransformer& model, const std::shared_ptr<const data::Dataset>& dataset,
+                           const train::TrainOptions& options, c10::Device device, train::ProgressReporter& progress,
+                           const std::function<bool()>& stop_requested) {
+  train::Trainer trainer(model, dataset, options, device);
+  return finish_best(trainer, *dataset, options, device, progress, stop_requested);
+}
+
+std::string epochs_range(int64_t first, int64_t last) {
+  return first == last ? "epoch " + std::to_string(first) : "epochs " + std::to_string(first) + "-" + std::to_string(last);
+}
+
+// The FP32 run at the point where the QAT rows take it over.
+struct Fp32Snapshot {
+  infer::TrainingState state;
+  infer::NamedTensors best_weights;
+};
 
 }  // namespace
 
@@ -63,28 +83,78 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
   auto fp32_options = o.model;
   fp32_options.use_qat(false);
   auto qat_options = o.model;
-  qat_options.use_qat(true).weight_bits(o.weight_bits).activation_bits(o.activation_bits);
+  qat_options.use_qat(true).weight_bits(o.qat.weight_bits).activation_bits(o.qat.activation_bits);
+  auto recipe = o.qat;
+  recipe.two_phase = true;
+  const auto plan = train::plan_two_phase(recipe, o.train, /*fp32_loaded=*/false);  // nullopt: from scratch
+  const auto calibration = std::to_string(o.qat.calibration_batches) + " calibration batches";
+  const auto all_epochs = std::to_string(o.train.epochs) + " epochs";
 
-  log("[1/5] FP32");
+  log("[1/5] FP32" + (plan ? " (the QAT rows take over its run after " + epochs_range(1, plan->fp32_epochs) + ")" : ""));
   auto fp32 = infer::build_model(fp32_options, o.train.seed);
-  rows.push_back({"fp32", train_best(fp32, shared_dataset, o.train, o.device, progress, stop_requested)});
+  std::optional<Fp32Snapshot> snapshot;
+  {
+    train::Trainer trainer(fp32, shared_dataset, o.train, o.device);
+    if (plan) {
+      trainer.pause_after_epoch(plan->fp32_epochs);
+      if (trainer.fit(progress, stop_requested).interrupted) {
+        throw Error("interrupted: the accuracy comparison stopped before it finished; nothing was saved");
+      }
+      snapshot = Fp32Snapshot{trainer.state(), trainer.best_weights()};
+      trainer.pause_after_epoch(0);
+    }
+    rows.push_back({"fp32", "FP32, " + all_epochs,
+                    finish_best(trainer, dataset, o.train, o.device, progress, stop_requested)});
+  }
 
-  log("[2/5] PTQ: the FP32 model, observers calibrated on " + std::to_string(o.calibration_batches) +
+  log("[2/5] PTQ: the FP32 model, observers calibrated on " + std::to_string(o.qat.calibration_batches) +
       " batches, then frozen");
   {
     auto ptq = infer::build_model(qat_options, o.train.seed);
     infer::copy_weights_into(*ptq, infer::named_weights(*fp32), "FP32 weights", /*observers_may_be_missing=*/true);
     ptq->to(o.device);
-    train::post_training_quantize(ptq, dataset, o.calibration_batches, o.train.batch_size, o.train.seed, o.device);
-    rows.push_back({"ptq", evaluate_model(ptq, dataset, data::Split::Validation, o.train.eval_batch_size, o.device)});
+    train::post_training_quantize(ptq, dataset, o.qat.calibration_batches, o.train.batch_size, o.train.seed,
+                                  o.device);
+    rows.push_back({"ptq", "the FP32 model, " + calibration + ", frozen",
+                    evaluate_model(ptq, dataset, data::Split::Validation, o.train.eval_batch_size, o.device)});
   }
 
-  log("[3/5] QAT, two-phase: calibrate, " + std::to_string(o.live_epochs) + " epoch(s) live, then frozen");
-  auto qat_frozen = infer::build_model(qat_options, o.train.seed);
-  train::calibrate_observers(qat_frozen, dataset, o.calibration_batches, o.train.batch_size, o.train.seed, o.device);
-  auto frozen_options = o.train;
-  frozen_options.freeze_observers_after_epochs = o.live_epochs;
-  rows.push_back({"qat_frozen", train_best(qat_frozen, shared_dataset, frozen_options, o.device, progress, stop_requested)});
+  // One QAT row: from the FP32 snapshot with the plan's freezing (live_epochs >= qat_epochs:
+  // never), or from scratch.
+  train::TrainingEvents quiet;
+  auto train_qat = [&](double live_epochs) -> std::pair<model::TemporalFusionTransformer, ComparedModel> {
+    if (plan) {
+      auto row_plan = *plan;
+      row_plan.live_epochs = live_epochs;
+      auto phase = train::start_qat_phase(fp32_options, snapshot->best_weights, snapshot->state, row_plan, o.train,
+                                          shared_dataset, o.device, nullptr, quiet, stop_requested);
+      const auto qat_epochs = epochs_range(plan->fp32_epochs + 1, o.train.epochs);
+      std::string how = "FP32 " + epochs_range(1, plan->fp32_epochs) + ", QAT " + qat_epochs + " at lr " +
+                        format_rounded(plan->learning_rate) + ", " + calibration + ", ";
+      how += live_epochs >= static_cast<double>(plan->qat_epochs) ? std::string("live")
+             : live_epochs == 0 ? std::string("frozen")
+                                : "live " + format_rounded(live_epochs) + " epoch(s), then frozen";
+      auto val = finish_best(*phase.trainer, dataset, row_plan.fine_tuning(o.train), o.device, progress,
+                             stop_requested);
+      return {phase.model, {"", how, val}};
+    }
+    auto model = infer::build_model(qat_options, o.train.seed);
+    train::calibrate_observers(model, dataset, o.qat.calibration_batches, o.train.batch_size, o.train.seed, o.device);
+    auto options = o.train;
+    const bool never = live_epochs >= static_cast<double>(o.train.epochs);
+    options.freeze_observers_after_epochs = never ? 0 : live_epochs;
+    std::string how = "QAT from scratch, " + all_epochs + ", " + calibration + ", ";
+    how += never ? std::string("live") : "live " + format_rounded(live_epochs) + " epoch(s), then frozen";
+    auto val = train_best(model, shared_dataset, options, o.device, progress, stop_requested);
+    return {model, {"", how, val}};
+  };
+
+  const double frozen_live = plan ? plan->live_epochs : (o.qat.live_epochs < 0 ? 1 : o.qat.live_epochs);
+  log("[3/5] QAT, two-phase: observers live for " + format_rounded(frozen_live) + " epoch(s), then frozen" +
+      (plan ? ", fine-tuning the FP32 run from epoch " + std::to_string(plan->fp32_epochs + 1) : ", from scratch"));
+  auto [qat_frozen, frozen_row] = train_qat(frozen_live);
+  frozen_row.name = "qat_frozen";
+  rows.push_back(frozen_row);
 
   log("[4/5] int8: the two-phase QAT model exported to an int8 file and run with integer products");
   {
@@ -95,14 +165,15 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
     auto int8 = infer::load_model(file.path, o.device);
     auto agreement = compare_int8_to_fake_quant(qat_frozen, int8, dataset, data::Split::Validation,
                                                 o.train.eval_batch_size, o.device);
-    rows.push_back({"int8", agreement.int8, 0.0, agreement});
+    rows.push_back({"int8", "qat_frozen exported to int8", agreement.int8, 0.0, agreement});
   }
 
-  log("[5/5] QAT with live observers");
+  log("[5/5] QAT with live observers" +
+      (plan ? ", fine-tuning the FP32 run from epoch " + std::to_string(plan->fp32_epochs + 1) : ", from scratch"));
   {
-    auto qat = infer::build_model(qat_options, o.train.seed);
-    train::calibrate_observers(qat, dataset, o.calibration_batches, o.train.batch_size, o.train.seed, o.device);
-    rows.push_back({"qat_live", train_best(qat, shared_dataset, o.train, o.device, progress, stop_requested)});
+    auto [qat_live, live_row] = train_qat(std::numeric_limits<double>::infinity());
+    live_row.name = "qat_live";
+    rows.push_back(live_row);
   }
 
   for (auto& row : rows) row.degradation_pct = 100.0 * (row.val.loss - rows.front().val.loss) / rows.front().val.loss;
@@ -110,12 +181,12 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
 }
 
 std::string format_comparison(const std::vector<ComparedModel>& rows) {
-  std::string out = "  model        val_loss   val_rmse   degradation\n";
+  std::string out = "  model        val_loss   val_rmse   degradation   recipe\n";
   char buf[128];
   for (const auto& r : rows) {
-    std::snprintf(buf, sizeof buf, "  %-11s %9.5f  %9.5f   %+8.2f%%\n", r.name.c_str(), r.val.loss, r.val.rmse,
+    std::snprintf(buf, sizeof buf, "  %-11s %9.5f  %9.5f   %+8.2f%%     ", r.name.c_str(), r.val.loss, r.val.rmse,
                   r.degradation_pct);
-    out += buf;
+    out += buf + r.recipe + "\n";
   }
   for (const auto& r : rows) {
     if (r.int8) out += format_int8_agreement(*r.int8);
@@ -127,7 +198,7 @@ nlohmann::json to_json(const std::vector<ComparedModel>& rows) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& r : rows) {
     out[r.name] = {{"val_loss", r.val.loss}, {"val_rmse", r.val.rmse}, {"val_mae", r.val.mae},
-                   {"degradation_pct", r.degradation_pct}};
+                   {"degradation_pct", r.degradation_pct}, {"recipe", r.recipe}};
     if (r.int8) out[r.name]["against_fake_quant"] = to_json(*r.int8);
   }
   return out;

@@ -20,7 +20,7 @@ void TrainOptions::validate() const {
   if (weight_decay < 0) throw UsageError("--weight-decay must not be negative");
   if (clip_norm < 0) throw UsageError("--clip-norm must not be negative");
   if (patience < 0) throw UsageError("--patience must not be negative");
-  if (freeze_observers_after_epochs < 0) throw UsageError("--qat-live-epochs must not be negative");
+  if (!(freeze_observers_after_epochs >= 0)) throw UsageError("--qat-live-epochs must not be negative");
   if (!(plateau_factor > 0 && plateau_factor < 1)) throw UsageError("the plateau factor must be in (0, 1)");
   if (checkpoint_policy == memory::CheckpointPolicy::Auto && memory_budget_bytes <= 0) {
     throw UsageError("--checkpoint-policy auto needs --memory-budget SIZE (such as 4GiB): the peak to fit in");

@@ -155,10 +155,8 @@ void Trainer::set_learning_rate(double lr) {
   state_.learning_rate = lr;
 }
 
-void Trainer::resume_from(const infer::TrainingState& saved, const infer::NamedTensors& best_weights) {
-  check_resume_state(*model_, saved);  // a malformed state leaves the trainer as it was
-  std::map<std::string, at::Tensor> moments(saved.optimizer.begin(), saved.optimizer.end());
-  infer::copy_weights_into(*model_, saved.current_weights, "resume state");  // checks all, then copies
+void Trainer::load_optimizer_moments(const infer::NamedTensors& saved) {
+  std::map<std::string, at::Tensor> moments(saved.begin(), saved.end());
   auto& states = optimizer_->state();
   for (const auto& p : model_->named_parameters()) {
     auto exp_avg = moments.find(p.key() + ".exp_avg");
@@ -169,6 +167,12 @@ void Trainer::resume_from(const infer::TrainingState& saved, const infer::NamedT
     st->exp_avg_sq(moments.at(p.key() + ".exp_avg_sq").to(device_).clone());
     states[p.value().unsafeGetTensorImpl()] = std::move(st);
   }
+}
+
+void Trainer::resume_from(const infer::TrainingState& saved, const infer::NamedTensors& best_weights) {
+  check_resume_state(*model_, saved);  // a malformed state leaves the trainer as it was
+  infer::copy_weights_into(*model_, saved.current_weights, "resume state");  // checks all, then copies
+  load_optimizer_moments(saved.optimizer);
   auto keep_config = state_.config;
   state_ = saved;
   state_.config = keep_config;
@@ -177,6 +181,18 @@ void Trainer::resume_from(const infer::TrainingState& saved, const infer::NamedT
   set_learning_rate(saved.learning_rate);
   if (saved.cpu_rng_state.defined()) random_.set_state(saved.cpu_rng_state);
   best_weights_ = best_weights;
+}
+
+void Trainer::continue_after(const infer::TrainingState& earlier) {
+  if (earlier.batches_done_in_epoch != 0) {
+    throw Error("a training phase can only take over at an epoch's end, not after batch " +
+                std::to_string(earlier.batches_done_in_epoch) + " of epoch " +
+                std::to_string(earlier.epochs_completed + 1));
+  }
+  state_.epochs_completed = earlier.epochs_completed;
+  state_.global_step = earlier.global_step;
+  state_.history = earlier.history;
+  if (earlier.cpu_rng_state.defined()) random_.set_state(earlier.cpu_rng_state);
 }
 
 infer::TrainingState Trainer::state() const {
@@ -223,10 +239,6 @@ double Trainer::train_step(const std::vector<size_t>& indices) {
 }
 
 bool Trainer::end_epoch(EpochSummary& s, const std::function<bool()>& stop_requested) {
-  // Two-phase QAT: observers learn the ranges first, then stay fixed while weights adapt.
-  if (options_.freeze_observers_after_epochs > 0 && s.epoch == options_.freeze_observers_after_epochs) {
-    quant::freeze_observers(*model_);
-  }
   // Under data parallelism each rank validates its share of the batches; the metrics are
   // the same bits either way.
   auto val = group_ ? dist::evaluate_sharded(*group_, model_, *dataset_, data::Split::Validation,
@@ -295,8 +307,16 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
   }
   choose_checkpoint_policy(progress);
   track_memory_ = device_.is_cuda() || memory::cpu_memory_tracking_installed();
+  // The step of the run (counted from 1) after which the observers freeze; 0: never. The
+  // small margin keeps a fraction such as 0.3 x 10 batches at step 3, not 4.
+  const auto freeze_step = static_cast<int64_t>(
+      std::ceil(options_.freeze_observers_after_epochs * static_cast<double>(batches) - 1e-9));
   model_->train();
   while (state_.epochs_completed < options_.epochs && !state_.finished) {
+    if (pause_after_epoch_ > 0 && state_.epochs_completed >= pause_after_epoch_) {
+      result.paused = true;
+      break;
+    }
     const int64_t epoch = state_.epochs_completed + 1;
     auto epoch_order = order.epoch_order(epoch - 1);
     progress.epoch_started(epoch, options_.epochs, batches);
@@ -321,6 +341,10 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
       state_.epoch_loss_sum += loss * static_cast<double>(global_size);
       state_.epoch_samples += global_size;
       state_.batches_done_in_epoch = static_cast<int64_t>(b + 1);
+      // Two-phase QAT: observers learn the ranges first, then stay fixed while weights adapt.
+      if (freeze_step > 0 && static_cast<int64_t>((epoch - 1) * batches + b + 1) >= freeze_step) {
+        quant::freeze_observers(*model_);
+      }
       samples_this_run += global_size;
       double elapsed = seconds_since(epoch_start);
       double rate = static_cast<double>(samples_this_run) / std::max(elapsed, 1e-9);
@@ -356,7 +380,7 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
       state_.finished = true;
     }
   }
-  if (!result.interrupted) state_.finished = true;
+  if (!result.interrupted && !result.paused) state_.finished = true;
   result.epochs_completed = state_.epochs_completed;
   result.best_epoch = state_.best_epoch;
   if (state_.best_epoch > 0) {

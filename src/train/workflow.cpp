@@ -1,24 +1,16 @@
 #include "qtft/train/workflow.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "qtft/common/error.h"
+#include "qtft/common/format.h"
 #include "qtft/dist/data_parallel.h"
 #include "qtft/infer/model_io.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
 
 namespace qtft::train {
-
-void QatRecipe::apply_to(TrainOptions& train) {
-  if (!two_phase) return;
-  use_qat = true;
-  if (live_epochs < 1 || live_epochs >= train.epochs) {
-    throw UsageError("--two-phase needs --qat-live-epochs between 1 and --epochs - 1, got " +
-                     std::to_string(live_epochs) + " with --epochs " + std::to_string(train.epochs));
-  }
-  train.freeze_observers_after_epochs = live_epochs;
-}
 
 void prepare_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, const QatRecipe& recipe,
                        size_t batch_size, uint64_t seed, c10::Device device, TrainingEvents& events,
@@ -47,7 +39,14 @@ void post_training_quantize(model::TemporalFusionTransformer& model, const data:
 void check_training_setup(const TrainingSetup& setup) {
   auto train = setup.train;
   auto qat = setup.qat;
-  qat.apply_to(train);
+  // Whether a loaded model is FP32 is known once it is read; prepare_training plans then.
+  const bool from_fp32 = qat.two_phase && qat.start == QatStart::Fp32;
+  if (from_fp32 && setup.load_model.empty()) {
+    plan_two_phase(qat, train, false);
+    qat.use_qat = true;
+  } else if (!from_fp32) {
+    qat.apply_to(train);
+  }
   train.validate();
   setup.dataset.validate();
   if (setup.load_model.empty()) {
@@ -96,9 +95,9 @@ data::Dataset open_training_data(const data::BarSource& source, const TrainingSe
 
 PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup setup, TrainingEvents& events) {
   check_training_setup(setup);
-  setup.qat.apply_to(setup.train);
 
   std::optional<infer::LoadedModel> loaded;
+  std::optional<TwoPhasePlan> plan;  // a run from FP32, planned once the loaded model's kind is known
   if (!setup.load_model.empty()) {
     loaded = setup.model_file
                  ? infer::model_from_file(std::move(*setup.model_file), setup.load_model.string(), setup.device)
@@ -111,10 +110,32 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
     if (setup.resume) {
       if (!loaded->file.training) throw Error(setup.load_model.string() + ": holds no training state to --resume from");
       // The saved options decide which batches come next; only --epochs may grow.
-      setup.train = train_options_from_json(loaded->file.training->config, setup.train);
+      const auto& config = loaded->file.training->config;
+      setup.train = train_options_from_json(config, setup.train);
+      // Saved in the FP32 phase of a two-phase run: the QAT phase is still to come.
+      if (config.contains("qat_phase")) plan = two_phase_plan_from_json(config.at("qat_phase"));
     }
   }
+  if (!setup.resume) {
+    const bool fp32_loaded = loaded && !loaded->file.options.use_qat();
+    plan = plan_two_phase(setup.qat, setup.train, fp32_loaded);
+    if (plan && fp32_loaded) {
+      // The loaded model is the FP32 phase: this run is the QAT phase alone.
+      setup.qat.use_qat = true;
+      setup.qat.freeze_observers = plan->live_epochs == 0;
+      setup.train = plan->fine_tuning(setup.train);
+    } else if (!plan) {
+      setup.qat.apply_to(setup.train);  // from scratch, or a QAT model fine-tuned
+    }
+  }
+  // The FP32 phase is still to train: it goes first, as an FP32 model.
+  const bool fp32_phase = plan && plan->fp32_epochs > 0;
+  if (fp32_phase) setup.qat.use_qat = false;
+  if (plan) events.two_phase_planned(*plan);
+
   PreparedTraining run;
+  run.device = setup.device;
+  run.group = setup.group;
   run.dataset = std::make_shared<const data::Dataset>(open_training_data(source, setup, loaded, events));
   events.data_ready(*run.dataset);
 
@@ -147,13 +168,68 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
     run.trainer->resume_from(state, loaded->file.weights);
     events.resumed(state);
   }
+  if (fp32_phase) {
+    run.trainer->pause_after_epoch(plan->fp32_epochs);
+    run.pending_qat_phase = plan;
+  }
   run.train = setup.train;
   return run;
 }
 
+QatPhase start_qat_phase(const model::TftOptions& fp32_options, const infer::NamedTensors& fp32_weights,
+                         const infer::TrainingState& fp32_state, const TwoPhasePlan& plan, const TrainOptions& train,
+                         const std::shared_ptr<const data::Dataset>& dataset, c10::Device device,
+                         const std::shared_ptr<dist::Collective>& group, TrainingEvents& events,
+                         const std::function<bool()>& stop_requested) {
+  auto options = fp32_options;
+  options.use_qat(true).weight_bits(plan.weight_bits).activation_bits(plan.activation_bits);
+  QatPhase phase;
+  phase.model = infer::build_model(options, train.seed);
+  infer::copy_weights_into(*phase.model, fp32_weights, "the FP32 phase's weights", /*observers_may_be_missing=*/true);
+  phase.model->to(device);
+  QatRecipe recipe;
+  recipe.calibration_batches = plan.calibration_batches;
+  recipe.freeze_observers = plan.live_epochs == 0;
+  // Every rank calibrates on the same batches, so their observers agree before training.
+  prepare_observers(phase.model, *dataset, recipe, train.batch_size, train.seed, device, events,
+                    dist::stop_on_any_rank(group, stop_requested));
+  phase.trainer = std::make_unique<Trainer>(phase.model, dataset, plan.fine_tuning(train), device);
+  if (group) phase.trainer->set_data_parallel(group);
+  phase.trainer->continue_after(fp32_state);
+  return phase;
+}
+
+TrainResult fit_training(PreparedTraining& run, ProgressReporter& progress, TrainingEvents& events,
+                         const std::function<bool()>& stop_requested) {
+  auto result = run.trainer->fit(progress, stop_requested);
+  if (!run.pending_qat_phase || result.interrupted) return result;
+  const TwoPhasePlan plan = *run.pending_qat_phase;
+  events.qat_phase_started(plan, result.best_epoch);
+  QatPhase phase;
+  try {
+    phase = start_qat_phase(run.model->options(), run.trainer->best_weights(), run.trainer->state(), plan, run.train,
+                            run.dataset, run.device, run.group, events, stop_requested);
+  } catch (const Interrupted&) {
+    // The FP32 phase is complete and worth keeping: saved as it is, it resumes into this.
+    result.interrupted = true;
+    return result;
+  }
+  run.model = phase.model;
+  run.trainer = std::move(phase.trainer);
+  run.train = plan.fine_tuning(run.train);
+  run.pending_qat_phase.reset();
+  const double fp32_seconds = result.train_seconds;
+  result = run.trainer->fit(progress, stop_requested);
+  result.train_seconds += fp32_seconds;
+  return result;
+}
+
 infer::ModelFile training_model_file(const PreparedTraining& run) {
-  return {run.model->options(), run.dataset->spec(), run.dataset->options(), run.trainer->best_weights(),
-          run.trainer->state()};
+  infer::ModelFile file{run.model->options(), run.dataset->spec(), run.dataset->options(),
+                        run.trainer->best_weights(), run.trainer->state()};
+  // Still in the FP32 phase: --resume finishes it, then goes on to the QAT phase.
+  if (run.pending_qat_phase) file.training->config["qat_phase"] = to_json(*run.pending_qat_phase);
+  return file;
 }
 
 }  // namespace qtft::train

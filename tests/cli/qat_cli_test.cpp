@@ -67,16 +67,49 @@ TEST_F(QatCli, PhaseOneCalibratesThenPhaseTwoTrainsWithFrozenObservers) {
   EXPECT_THAT(run.out, HasSubstr("QAT observers (" + std::to_string(after.size()) + "):"));
 }
 
-TEST_F(QatCli, TwoPhaseFreezesAfterTheLiveEpochs) {
+TEST_F(QatCli, TwoPhaseTrainsFp32ThenFineTunesAndFreezesAfterTheLiveEpochs) {
   auto model = dir_.file("two_phase.safetensors");
-  train("--two-phase --qat-live-epochs 1 --qat-calibration-batches 2 --epochs 3 --save-model " + model + kSmall);
+  auto run = train("--two-phase --qat-live-epochs 1 --qat-calibration-batches 2 --epochs 3 --save-model " + model +
+                   kSmall);
+  // One live epoch leaves a frozen one: 1 epoch FP32, 2 of QAT.
+  EXPECT_THAT(run.out, HasSubstr("Two-phase QAT from FP32: 1 epoch FP32, then 2 epochs of QAT fine-tuning (8-bit "
+                                 "weights, 8-bit activations) at learning rate 0.001, observers calibrated on the "
+                                 "trained model over 2 batches, live for 1 epoch, then frozen\n"));
+  EXPECT_THAT(run.out, HasSubstr("FP32 phase done (best epoch 1); QAT phase:"));
+  EXPECT_THAT(run.out, HasSubstr("epoch 3/3"));
   for (const auto& s : observers(model)) {
     EXPECT_TRUE(s.frozen) << s.name;
-    EXPECT_EQ(s.samples, 2 + 3) << s.name;  // calibration plus the first epoch's steps only
+    EXPECT_EQ(s.samples, 2 + 3) << s.name;  // calibration plus the first QAT epoch's steps only
   }
-  auto run = run_qtft(dir_, "train --two-phase --epochs 1");
+  // From scratch, as before: the observers live for epoch 1 of 2.
+  auto scratch = dir_.file("scratch.safetensors");
+  run = train("--two-phase --qat-start scratch --qat-calibration-batches 2 --epochs 2 --save-model " + scratch + kSmall);
+  EXPECT_THAT(run.out, ::testing::Not(HasSubstr("Two-phase QAT from FP32")));
+  for (const auto& s : observers(scratch)) EXPECT_EQ(s.samples, 2 + 3) << s.name;
+
+  run = run_qtft(dir_, "train --two-phase --epochs 1");
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.err, HasSubstr("--qat-live-epochs"));
+  EXPECT_THAT(run.err, HasSubstr("--two-phase trains FP32, then fine-tunes with QAT: it needs --epochs 2 or more"));
+  run = run_qtft(dir_, "train --two-phase --epochs 4 --qat-epochs 4");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--qat-epochs must be between 1 and --epochs - 1 (3), got 4"));
+}
+
+TEST_F(QatCli, TwoPhaseFromALoadedFp32ModelFineTunesEveryEpoch) {
+  auto fp32 = dir_.file("fp32.safetensors");
+  train("--epochs 1 --save-model " + fp32 + kSmall);
+  auto qat = dir_.file("qat.safetensors");
+  auto run = train("--two-phase --load-model " + fp32 + " --qat-calibration-batches 2 --epochs 2 --max-batches-per-epoch 3 --batch-size 16 --save-model " + qat);
+  EXPECT_THAT(run.out, HasSubstr("Two-phase QAT from FP32: the loaded FP32 model, then 2 epochs of QAT fine-tuning"));
+  EXPECT_THAT(run.out, HasSubstr("Starting QAT calibration (2 batches)"));
+  for (const auto& s : observers(qat)) {
+    EXPECT_TRUE(s.frozen) << s.name;
+    EXPECT_EQ(s.samples, 2 + 3) << s.name;  // live for 1 of the 2 epochs
+  }
+  // The fine-tuning's rate: --qat-lr-scale of --learning-rate.
+  run = train("--two-phase --load-model " + fp32 + " --qat-lr-scale 0.5 --qat-calibration-batches 2 --epochs 1 "
+              "--max-batches-per-epoch 3 --batch-size 16 --save-model " + qat);
+  EXPECT_EQ(infer::load_model_file(qat).training->config.at("learning_rate").get<double>(), 1e-3 * 0.5);
 }
 
 TEST_F(QatCli, QuantizeCalibratesAndFreezesAnFp32Model) {
@@ -144,10 +177,14 @@ TEST_F(QatCli, CompareAccuracyReportsEveryModelAndTheInt8Agreement) {
   EXPECT_THAT(run.out, HasSubstr("Accuracy comparison"));
   auto j = nlohmann::json::parse(test::read_text(json_path));
   EXPECT_THAT(run.out, HasSubstr("int8 against fake quant"));
+  EXPECT_THAT(run.out, HasSubstr("every model has 2 epochs: QAT takes over the FP32 run after 1 and fine-tunes for 1"));
   for (const char* name : {"fp32", "ptq", "qat_frozen", "int8", "qat_live"}) {
     ASSERT_TRUE(j["models"].contains(name)) << name;
     for (const char* key : {"val_loss", "val_rmse", "degradation_pct"}) EXPECT_TRUE(j["models"][name].contains(key));
   }
+  EXPECT_EQ(j["models"]["fp32"]["recipe"], "FP32, 2 epochs");
+  EXPECT_EQ(j["models"]["qat_frozen"]["recipe"], "FP32 epoch 1, QAT epoch 2 at lr 0.001, 2 calibration batches, live 0.5 epoch(s), then frozen");
+  EXPECT_EQ(j["models"]["qat_live"]["recipe"], "FP32 epoch 1, QAT epoch 2 at lr 0.001, 2 calibration batches, live");
   EXPECT_EQ(j["models"]["fp32"]["degradation_pct"].get<double>(), 0.0);
   const auto& agreement = j["models"]["int8"]["against_fake_quant"];
   EXPECT_EQ(agreement["fake_quant_loss"].get<double>(), j["models"]["qat_frozen"]["val_loss"].get<double>());

@@ -77,5 +77,11 @@ TEST(Rng, NormalHasUnitMoments) {
   EXPECT_NEAR(sum_sq / n, 1.0, 0.01);
 }
 
+TEST(FormatRounded, GivesSixSignificantDigitsForPeople) {
+  EXPECT_EQ(format_rounded(1e-3 * 0.1), "0.0001");  // format_number gives 0.00010000000000000002
+  EXPECT_EQ(format_rounded(3e-5), "3e-05");
+  EXPECT_EQ(format_rounded(0.123456789), "0.123457");
+}
+
 }  // namespace
 }  // namespace qtft

@@ -9,6 +9,9 @@ namespace qtft {
 // Shortest text that reads back to the same double ("100.25", "1e-05", "nan").
 std::string format_number(double value);
 
+// Six significant digits, as printf's %g ("0.0001" for 1e-3 * 0.1): for people, not files.
+std::string format_rounded(double value);
+
 // "2024-01-02T08:30:00Z", with fractional seconds only when present.
 std::string format_utc(int64_t timestamp_ns);
 

@@ -24,8 +24,10 @@ struct TrainOptions {
   uint64_t seed = 42;
   size_t eval_batch_size = 512;
   int64_t max_batches_per_epoch = 0;  // 0 = all; a cap for quick runs and benchmarks
-  // QAT two-phase recipe: freeze every observer after this many epochs (0: never).
-  int64_t freeze_observers_after_epochs = 0;
+  // QAT two-phase recipe: freeze every observer once this many epochs of the run are done
+  // (0: never). A fraction counts steps: 1.5 freezes after the step that ends the first half
+  // of epoch 2.
+  double freeze_observers_after_epochs = 0;
   // Activation checkpointing (--use-gradient-checkpointing, --checkpoint-policy): what the
   // backward pass recomputes. It changes memory and time, never the numbers. Auto measures
   // one step per policy before training and takes the least recomputation whose peak fits

@@ -28,6 +28,7 @@ struct TrainResult {
   int64_t best_epoch = 0;
   eval::ForecastMetrics best_val;
   bool interrupted = false;
+  bool paused = false;  // ended at pause_after_epoch, the run not finished
   bool stopped_early = false;
   double train_seconds = 0.0;
 };
@@ -70,6 +71,17 @@ class Trainer {
   // writes.
   void set_data_parallel(std::shared_ptr<dist::Collective> group);
 
+  // fit() returns once `epoch` epochs of the run are complete (result.paused), leaving it
+  // unfinished, so that a later phase can take over from state(): the FP32 phase of the
+  // QAT recipe that starts from FP32. 0: no pause.
+  void pause_after_epoch(int64_t epoch) { pause_after_epoch_ = epoch; }
+
+  // Takes over a run where an earlier phase paused (a trainer of another model, e.g. FP32
+  // before QAT): the epoch count, the step count, the history and the random stream go on,
+  // so the batches and dropout masks that come next are those the run would have drawn,
+  // while the optimizer, the best epoch, early stopping and the schedule start afresh.
+  void continue_after(const infer::TrainingState& earlier_phase);
+
   // A snapshot for a resumable checkpoint (CPU copies).
   infer::TrainingState state() const;
   // The best epoch's weights, or the current ones before any epoch finished.
@@ -84,6 +96,7 @@ class Trainer {
   // false when a stop request cut the validation pass short (nothing recorded then).
   bool end_epoch(EpochSummary& summary, const std::function<bool()>& stop_requested);
   void set_learning_rate(double lr);
+  void load_optimizer_moments(const infer::NamedTensors& saved);
 
   model::TemporalFusionTransformer model_;
   std::shared_ptr<const data::Dataset> dataset_;
@@ -94,6 +107,7 @@ class Trainer {
   infer::NamedTensors best_weights_;
   memory::CpuRandomStream random_;
   std::shared_ptr<dist::Collective> group_;
+  int64_t pause_after_epoch_ = 0;
   bool checkpoint_policy_chosen_ = false;
   int64_t peak_without_checkpointing_ = -1;  // measured by the auto policy
   bool track_memory_ = false;                // the device's memory is counted (set by fit)

@@ -20,6 +20,7 @@
 #include "qtft/eval/baselines.h"
 #include "qtft/infer/model_file.h"
 #include "qtft/model/tft.h"
+#include "qtft/train/qat_recipe.h"
 #include "qtft/train/train_options.h"
 #include "qtft/train/trainer.h"
 
@@ -28,20 +29,6 @@ class Collective;
 }
 
 namespace qtft::train {
-
-// Quantization-aware training as users of the earlier tool ask for it.
-struct QatRecipe {
-  bool use_qat = false;
-  int64_t weight_bits = 8;
-  int64_t activation_bits = 8;
-  int64_t calibration_batches = 100;  // fresh observers see this many batches before training
-  bool freeze_observers = false;      // frozen from the first step
-  bool two_phase = false;             // calibrate, live_epochs with live observers, then frozen
-  int64_t live_epochs = 1;
-  // Two-phase turns QAT on and freezes the observers after live_epochs, which must leave at
-  // least one frozen epoch of train.epochs. Throws UsageError naming the flags.
-  void apply_to(TrainOptions& train);
-};
 
 struct TrainingSetup {
   data::DatasetOptions dataset;     // a fresh model's windows and splits; a loaded one keeps its own
@@ -76,6 +63,9 @@ class TrainingEvents {
   virtual void observers_frozen(size_t /*observers*/) {}
   virtual void baselines_ready(const eval::BaselineMetrics&) {}
   virtual void resumed(const infer::TrainingState&) {}
+  virtual void two_phase_planned(const TwoPhasePlan&) {}
+  // The FP32 phase ended; its best epoch's weights are quantized (calibration events follow).
+  virtual void qat_phase_started(const TwoPhasePlan&, int64_t /*fp32_best_epoch*/) {}
 };
 
 struct PreparedTraining {
@@ -84,6 +74,10 @@ struct PreparedTraining {
   TrainOptions train;  // as the run uses them: a resumed run's own, with this run's epochs
   eval::BaselineMetrics baselines;  // on the validation split
   std::unique_ptr<Trainer> trainer;
+  // A --two-phase run from FP32 still in its FP32 phase: fit_training switches to QAT.
+  std::optional<TwoPhasePlan> pending_qat_phase;
+  c10::Device device = c10::Device(c10::kCPU);
+  std::shared_ptr<dist::Collective> group;
 };
 
 // Checks the setup's options (UsageError naming the flag): cheap, so a program can call it
@@ -95,6 +89,26 @@ void check_training_setup(const TrainingSetup& setup);
 // then every rank maps the same file), the QAT preamble, baselines, the trainer (resumed
 // with setup.resume).
 PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup setup, TrainingEvents& events);
+
+// Trains the prepared run to its end: one fit, or for a two-phase run from FP32 the FP32
+// phase, then the QAT phase (start_qat_phase). A stop requested during the QAT phase's
+// calibration ends the run as interrupted after the FP32 phase, which is saved and resumes
+// into the QAT phase.
+TrainResult fit_training(PreparedTraining& run, ProgressReporter& progress, TrainingEvents& events,
+                         const std::function<bool()>& stop_requested = {});
+
+// The QAT phase of a run from FP32: a QAT model at the plan's bit widths holding
+// `fp32_weights`, its observers calibrated on that trained network (frozen at once when the
+// plan has no live epochs), and a trainer that takes over where `fp32_state` paused.
+struct QatPhase {
+  model::TemporalFusionTransformer model{nullptr};
+  std::unique_ptr<Trainer> trainer;
+};
+QatPhase start_qat_phase(const model::TftOptions& fp32_options, const infer::NamedTensors& fp32_weights,
+                         const infer::TrainingState& fp32_state, const TwoPhasePlan& plan, const TrainOptions& train,
+                         const std::shared_ptr<const data::Dataset>& dataset, c10::Device device,
+                         const std::shared_ptr<dist::Collective>& group, TrainingEvents& events,
+                         const std::function<bool()>& stop_requested = {});
 
 // What a run saves: its configuration, features, windows, the best weights and the state
 // that --resume continues from.

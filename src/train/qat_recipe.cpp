@@ -15,8 +15,6 @@ QatStart parse_qat_start(const std::string& name) {
   throw UsageError("--qat-start must be fp32 or scratch, got '" + name + "'");
 }
 
-const char* qat_start_name(QatStart start) { return start == QatStart::Fp32 ? "fp32" : "scratch"; }
-
 void QatRecipe::apply_to(TrainOptions& train) {
   if (!two_phase) return;
   use_qat = true;

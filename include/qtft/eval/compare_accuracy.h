@@ -44,8 +44,8 @@ struct ComparedModel {
 // FP32 (the default), both QAT models take over the FP32 run where its first epochs end
 // (the same run FP32 finishes) and fine-tune for the rest; from scratch they train all
 // epochs with fake quantization. Every model is judged by its best epoch (of the QAT
-// phase, for QAT) on the validation split. `log` receives a line as each stage starts; `stop_requested` is
-// polled after every training step and ends the comparison with an error.
+// phase, for QAT) on the validation split. `log` receives a line as each stage starts;
+// `stop_requested` is polled after every training step and ends the comparison with an error.
 std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Dataset>& dataset,
                                             const CompareOptions& options, train::ProgressReporter& progress,
                                             const std::function<void(const std::string&)>& log,

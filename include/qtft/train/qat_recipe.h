@@ -18,7 +18,6 @@ enum class QatStart {
   Scratch,  // a fresh QAT model, calibrated on an untrained network
 };
 QatStart parse_qat_start(const std::string& name);  // fp32 | scratch
-const char* qat_start_name(QatStart start);
 
 // Quantization-aware training as users of the earlier tool ask for it.
 struct QatRecipe {
@@ -47,8 +46,8 @@ struct QatRecipe {
 };
 
 // A --two-phase run that starts from FP32: FP32 epochs, then the best FP32 weights with
-// fake quantization, the observers calibrated on that trained network, fine-tuned at a lower
-// learning rate with live observers for live_epochs, then frozen. The epochs are numbered on
+// fake quantization, the observers calibrated on that trained network, fine-tuned at the
+// plan's learning rate with live observers for live_epochs, then frozen. The epochs are numbered on
 // through both phases, so the fine-tuning sees the batches the run would have seen next.
 struct TwoPhasePlan {
   int64_t fp32_epochs = 0;  // trained first; 0 when the FP32 phase is a loaded model

@@ -51,6 +51,7 @@ struct TrainFlags {
   std::string lr_schedule = "plateau";
   std::string save_model, load_model, metrics_json;
   bool resume = false;
+  bool update = false;
   bool epochs_given = false;  // --epochs on the command line (a resumed run keeps its own otherwise)
   int64_t nproc = 1;          // > 1: launch that many local data-parallel workers
   int64_t dist_timeout_s = 300;
@@ -188,6 +189,13 @@ class ConsolePrinter : public train::TrainingEvents {
                 static_cast<long long>(plan.activation_bits), plan.learning_rate);
     std::fflush(stdout);
   }
+  void update_planned(const train::UpdateOrigin& update) override {
+    std::printf("Update of %s: new bars after those it trained on\n", update.parent.c_str());
+    for (const auto& a : update.added) {
+      std::printf("  %s: %s to %s\n", a.symbol.c_str(), format_utc(a.first_bar_ns).c_str(),
+                  format_utc(a.last_bar_ns).c_str());
+    }
+  }
   void resumed(const infer::TrainingState& st) override {
     std::printf("Resuming after epoch %lld, batch %lld (step %lld)\n", static_cast<long long>(st.epochs_completed),
                 static_cast<long long>(st.batches_done_in_epoch), static_cast<long long>(st.global_step));
@@ -290,6 +298,7 @@ int launch_local_workers(TrainFlags& f, std::chrono::milliseconds dist_timeout) 
     probe.qat = f.qat;
     probe.train = f.train;
     probe.load_model = f.load_model;
+    probe.update = f.update;
     train::check_training_setup(probe);
   }
   // Ctrl-C is counted and passed on to the workers, which save and stop.
@@ -323,8 +332,17 @@ void run_train(TrainFlags& f) {
     }
     device = c10::Device(c10::kCPU);
   }
-  train::TrainingSetup setup{f.data.dataset, f.model,  f.qat, f.train, f.load_model, std::move(checkpoint),
-                             f.resume,       device, {}, group};
+  train::TrainingSetup setup;
+  setup.dataset = f.data.dataset;
+  setup.architecture = f.model;
+  setup.qat = f.qat;
+  setup.train = f.train;
+  setup.load_model = f.load_model;
+  setup.model_file = std::move(checkpoint);
+  setup.resume = f.resume;
+  setup.update = f.update;
+  setup.device = device;
+  setup.group = group;
   train::check_training_setup(setup);  // flags before data
   // Two runs saving to one file would overwrite each other's work: the second stops here.
   // (Without --save-model only an interrupt writes, to the default checkpoint name.)
@@ -455,6 +473,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--load-model", flags->load_model, "Start from a saved model (fine-tune or --resume)")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--resume", flags->resume, "Continue the --load-model run exactly: optimizer, epoch, batch, RNG");
+  cmd->add_flag("--update", flags->update,
+                "Continue the --load-model model on the bars after those it trained on (the newest validate), "
+                "observers live");
   cmd->add_option("--metrics-json", flags->metrics_json, "Write configuration, per-epoch metrics and summary")
       ->check(writable_file());
   cmd->add_option("--nproc", flags->nproc,

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "qtft/common/error.h"
+#include "qtft/common/fingerprint.h"
 #include "qtft/data/feature_spec_json.h"
 #include "qtft/data/features.h"
 #include "qtft/data/parquet_dataset.h"
@@ -147,13 +148,7 @@ json fingerprint(const BarSource& source, const json& files, const DatasetOption
 }
 
 // FNV-1a: names the file only; the whole fingerprint inside the store is what is compared.
-std::string fingerprint_name(const json& fp) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : fp.dump()) h = (h ^ c) * 1099511628211ULL;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
+std::string fingerprint_name(const json& fp) { return fnv1a64_hex(fp.dump()); }
 
 // ---- reading a store ----
 

@@ -79,11 +79,27 @@ std::string as_field_message(const std::string& message) {
 
 }  // namespace
 
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SeriesMark, symbol, bar_ns, close)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BarsAdded, symbol, first_bar_ns, last_bar_ns)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Lineage, source, trained_through, parent, added)
+
+nlohmann::json to_json(const Lineage& lineage) { return nlohmann::json(lineage); }
+
+Lineage lineage_from_json(const nlohmann::json& json) {
+  try {
+    return json.get<Lineage>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("qtft.lineage is not valid: ") + e.what());
+  }
+}
+
 std::map<std::string, std::string> model_file_metadata(const ModelFile& file, const std::string& format) {
-  return {{"qtft.format", format},
-          {"qtft.config", model::to_json(file.options).dump()},
-          {"qtft.features", data::to_json(file.features).dump()},
-          {"qtft.dataset", data::to_json(file.dataset).dump()}};
+  std::map<std::string, std::string> out{{"qtft.format", format},
+                                         {"qtft.config", model::to_json(file.options).dump()},
+                                         {"qtft.features", data::to_json(file.features).dump()},
+                                         {"qtft.dataset", data::to_json(file.dataset).dump()}};
+  if (file.lineage) out["qtft.lineage"] = to_json(*file.lineage).dump();
+  return out;
 }
 
 void save_model_file(const std::filesystem::path& path, const ModelFile& file) {
@@ -198,6 +214,7 @@ ModelFile load_model_file(const std::filesystem::path& path) {
     file.int8_weights = true;
     file.quantized_weights = std::move(int8_weights.weights);
   }
+  if (in.metadata.count("qtft.lineage")) file.lineage = parsed("qtft.lineage", lineage_from_json);
   if (in.metadata.count("qtft.training")) {
     auto json = parse_metadata(in, "qtft.training", source);
     TrainingState s;

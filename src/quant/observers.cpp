@@ -64,6 +64,10 @@ void freeze_observers(torch::nn::Module& module) {
   for (auto& [_, observer] : find_observers(module)) observer->freeze();
 }
 
+void unfreeze_observers(torch::nn::Module& module) {
+  for (auto& [_, observer] : find_observers(module)) observer->unfreeze();
+}
+
 bool observers_frozen(torch::nn::Module& module) {
   auto observers = find_observers(module);
   return !observers.empty() &&

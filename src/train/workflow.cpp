@@ -9,6 +9,10 @@
 #include "qtft/infer/model_io.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
+#include "qtft/train/update.h"
+#include "qtft/common/fingerprint.h"
+#include "qtft/data/bar_source.h"
+#include "qtft/data/feature_spec_json.h"
 
 namespace qtft::train {
 
@@ -60,9 +64,52 @@ void check_training_setup(const TrainingSetup& setup) {
   if (setup.resume && setup.load_model.empty()) {
     throw UsageError("--resume needs --load-model FILE (the checkpoint to continue)");
   }
+  if (setup.update) {
+    if (setup.load_model.empty()) throw UsageError("--update needs --load-model FILE (the model to continue)");
+    if (setup.resume) throw UsageError("--update starts an update; --resume alone continues an interrupted one");
+    if (setup.qat.use_qat || setup.qat.two_phase || setup.qat.freeze_observers) {
+      throw UsageError("--update continues the model as it is (its observers live): drop --use-qat, --two-phase and "
+                       "--freeze-qat-observers");
+    }
+  }
+}
+
+nlohmann::json to_json(const UpdateOrigin& origin) {
+  return {{"after", infer::to_json(infer::Lineage{"", origin.after, origin.parent, origin.added})},
+          {"windows", data::to_json(origin.model_windows)}};
+}
+
+UpdateOrigin update_origin_from_json(const nlohmann::json& json) {
+  try {
+    auto lineage = infer::lineage_from_json(json.at("after"));
+    return {lineage.trained_through, lineage.parent, lineage.added,
+            data::dataset_options_from_json(json.at("windows"))};
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("model file: malformed update record: ") + e.what());
+  }
 }
 
 namespace {
+
+// An update's data: the bars after the model's, windowed with its spec; the newest
+// validate and none test.
+data::Dataset open_update_data(const data::BarSource& source, UpdateOrigin& origin, const data::FeatureSpec& spec) {
+  auto selected = bars_after(data::load_bars(source), origin.after, origin.model_windows.encoder_length + 1);
+  origin.added = selected.added;
+  auto options = origin.model_windows;
+  options.test_fraction = 0;
+  try {
+    return data::Dataset::build(selected.bars, options, spec);
+  } catch (const Error& e) {
+    std::string counts;
+    for (const auto& s : selected.bars.series) {
+      counts += (counts.empty() ? "" : ", ") + s.symbol + " " +
+                std::to_string(s.size() - static_cast<size_t>(std::min<int64_t>(
+                                              static_cast<int64_t>(s.size()), origin.model_windows.encoder_length + 1)));
+    }
+    throw Error("--update: too few new bars (" + counts + ") to train and validate on: " + e.what());
+  }
+}
 
 data::Dataset open_training_data(const data::BarSource& source, const TrainingSetup& setup,
                                  const std::optional<infer::LoadedModel>& loaded, TrainingEvents& events) {
@@ -98,6 +145,7 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
 
   std::optional<infer::LoadedModel> loaded;
   std::optional<TwoPhasePlan> plan;  // a run from FP32, planned once the loaded model's kind is known
+  std::optional<UpdateOrigin> update;
   if (!setup.load_model.empty()) {
     loaded = setup.model_file
                  ? infer::model_from_file(std::move(*setup.model_file), setup.load_model.string(), setup.device)
@@ -107,6 +155,15 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
                   "model it was exported from");
     }
     events.model_loaded(setup.load_model);
+    if (setup.update) {
+      if (!loaded->file.lineage) {
+        throw Error(setup.load_model.string() + ": records no bars it trained on (no qtft.lineage: saved before qtft "
+                    "kept one, or not by qtft train); fine-tune it without --update, or train it again");
+      }
+      update = UpdateOrigin{loaded->file.lineage->trained_through,
+                            setup.load_model.filename().string() + " fnv1a64:" + file_fingerprint(setup.load_model),
+                            {}, loaded->file.dataset};
+    }
     if (setup.resume) {
       if (!loaded->file.training) throw Error(setup.load_model.string() + ": holds no training state to --resume from");
       // The saved options decide which batches come next; only --epochs may grow.
@@ -114,6 +171,8 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
       setup.train = train_options_from_json(config, setup.train);
       // Saved in the FP32 phase of a two-phase run: the QAT phase is still to come.
       if (config.contains("qat_phase")) plan = two_phase_plan_from_json(config.at("qat_phase"));
+      // Saved by an update: the same bars are selected again.
+      if (config.contains("update")) update = update_origin_from_json(config.at("update"));
     }
   }
   if (!setup.resume) {
@@ -136,7 +195,13 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
   PreparedTraining run;
   run.device = setup.device;
   run.group = setup.group;
-  run.dataset = std::make_shared<const data::Dataset>(open_training_data(source, setup, loaded, events));
+  if (update) {
+    run.dataset = std::make_shared<const data::Dataset>(open_update_data(source, *update, loaded->file.features));
+    events.update_planned(*update);
+    run.update = update;
+  } else {
+    run.dataset = std::make_shared<const data::Dataset>(open_training_data(source, setup, loaded, events));
+  }
   events.data_ready(*run.dataset);
 
   if (loaded && setup.qat.use_qat && !setup.resume) {
@@ -151,6 +216,8 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
     run.model = infer::build_model(options, setup.train.seed);
   }
   events.model_ready(run.model, setup.train);
+  // An update keeps learning the ranges: the observers' moving averages go on from the file.
+  if (update && !setup.resume) quant::unfreeze_observers(*run.model);
   if (run.model->options().use_qat() && !setup.resume) {
     // Every rank calibrates on the same batches, so their observers agree before training.
     const auto stop = dist::stop_on_any_rank(setup.group, setup.stop_requested);
@@ -224,11 +291,50 @@ TrainResult fit_training(PreparedTraining& run, ProgressReporter& progress, Trai
   return result;
 }
 
+namespace {
+
+// Per series, the last bar of the training split: what this run trained on.
+infer::Lineage lineage_of(const PreparedTraining& run) {
+  infer::Lineage lineage;
+  const auto& dataset = *run.dataset;
+  lineage.source = dataset.source();
+  if (run.update) {
+    lineage.trained_through = run.update->after;
+    lineage.parent = run.update->parent;
+    lineage.added = run.update->added;
+  }
+  for (const auto& series : dataset.series()) {
+    const int64_t train_end = series.split_bounds[1];
+    if (train_end <= 0) continue;
+    infer::SeriesMark mark{series.symbol, 0, 0.0};
+    dataset.copy(series.timestamp_ns.subspan(static_cast<size_t>(train_end - 1), 1), &mark.bar_ns);
+    dataset.copy(series.close.subspan(static_cast<size_t>(train_end - 1), 1), &mark.close);
+    auto& marks = lineage.trained_through;
+    auto same = std::find_if(marks.begin(), marks.end(), [&](const auto& m) { return m.symbol == mark.symbol; });
+    if (same == marks.end()) {
+      marks.push_back(mark);
+    } else {
+      *same = mark;
+    }
+    for (auto& added : lineage.added) {
+      if (added.symbol == mark.symbol) added.last_bar_ns = mark.bar_ns;
+    }
+  }
+  return lineage;
+}
+
+}  // namespace
+
 infer::ModelFile training_model_file(const PreparedTraining& run) {
   infer::ModelFile file{run.model->options(), run.dataset->spec(), run.dataset->options(),
                         run.trainer->best_weights(), run.trainer->state()};
   // Still in the FP32 phase: --resume finishes it, then goes on to the QAT phase.
   if (run.pending_qat_phase) file.training->config["qat_phase"] = to_json(*run.pending_qat_phase);
+  if (run.update) {
+    file.dataset = run.update->model_windows;  // the model's windows, not the update's split
+    file.training->config["update"] = to_json(*run.update);
+  }
+  file.lineage = lineage_of(run);
   return file;
 }
 

@@ -49,6 +49,32 @@ struct TrainingState {
   at::Tensor cpu_rng_state;        // uint8, as at::Generator::get_state gives it
 };
 
+// The last bar of one series that a model trained on (the end of its training split).
+struct SeriesMark {
+  std::string symbol;
+  int64_t bar_ns = 0;
+  double close = 0.0;  // so that bars read again can be checked against those trained on
+};
+
+// Bars an update (qtft train --update) trained on that its parent had not seen.
+struct BarsAdded {
+  std::string symbol;
+  int64_t first_bar_ns = 0;
+  int64_t last_bar_ns = 0;
+};
+
+// Which bars a model has learned from, so that `qtft train --update` continues after them
+// and a deployed file says where it came from. JSON qtft.lineage; files saved before it
+// existed have none.
+struct Lineage {
+  std::string source;                     // the bars of its last training run
+  std::vector<SeriesMark> trained_through;  // per symbol the model knows and has trained on
+  std::string parent;                     // "<file> fnv1a64:<hex>" an update started from; "" for a first run
+  std::vector<BarsAdded> added;           // an update's new training bars
+};
+nlohmann::json to_json(const Lineage& lineage);
+Lineage lineage_from_json(const nlohmann::json& json);  // throws qtft::Error naming the field
+
 // A model file: safetensors with the weights under "model.", the training state under
 // "resume.", and JSON metadata (qtft.config, qtft.features, qtft.dataset, qtft.training).
 struct ModelFile {
@@ -64,6 +90,7 @@ struct ModelFile {
   // The integers and scales behind those weights, by weight name, for integer products
   // (TemporalFusionTransformer::use_integer_products).
   std::map<std::string, quant::QuantizedWeight> quantized_weights{};
+  std::optional<Lineage> lineage{};
 };
 
 void save_model_file(const std::filesystem::path& path, const ModelFile& file);

@@ -36,6 +36,8 @@ std::vector<std::pair<std::string, ActivationFakeQuant>> find_observers(torch::n
 std::vector<ObserverStats> observer_stats(torch::nn::Module& module);
 
 void freeze_observers(torch::nn::Module& module);
+// Lets every observer learn again (an update of a deployed model): its moving averages go on.
+void unfreeze_observers(torch::nn::Module& module);
 // ActivationFakeQuantImpl::set_extremes_reducer on every observer of the module.
 void set_extremes_reducer(torch::nn::Module& module, const ActivationFakeQuantImpl::ExtremesReducer& reducer);
 // True when the module has observers and all of them are frozen.

@@ -40,6 +40,10 @@ struct TrainingSetup {
   // record first), so the file is not read twice.
   std::optional<infer::ModelFile> model_file;
   bool resume = false;
+  // Continue load_model on the bars after those it trained on (its qtft.lineage), with its
+  // own features, windows and observers (live, not recalibrated); the newest part of the
+  // new bars validates (its validation fraction, no test split).
+  bool update = false;
   c10::Device device = c10::Device(c10::kCPU);
   // Polled during the long steps before training (calibration): train::Interrupted ends
   // the preparation, as nothing is worth saving yet. Trainer::fit takes its own callback.
@@ -49,6 +53,17 @@ struct TrainingSetup {
   // during calibration ends every rank's preparation.
   std::shared_ptr<dist::Collective> group;
 };
+
+// Where an update (TrainingSetup::update) starts: what its model had trained on, and the
+// file it came from. Saved with its checkpoints, so that --resume selects the same bars.
+struct UpdateOrigin {
+  std::vector<infer::SeriesMark> after;  // the parent's qtft.lineage trained_through
+  std::string parent;                    // "<file> fnv1a64:<hex>"
+  std::vector<infer::BarsAdded> added;   // per series, its new bars
+  data::DatasetOptions model_windows;    // the parent's own, saved unchanged
+};
+nlohmann::json to_json(const UpdateOrigin& origin);
+UpdateOrigin update_origin_from_json(const nlohmann::json& json);
 
 // What the workflow reports as it goes, in this order; every hook is optional.
 class TrainingEvents {
@@ -64,6 +79,8 @@ class TrainingEvents {
   virtual void baselines_ready(const eval::BaselineMetrics&) {}
   virtual void resumed(const infer::TrainingState&) {}
   virtual void two_phase_planned(const TwoPhasePlan&) {}
+  // An update's new bars per series, before the data is windowed.
+  virtual void update_planned(const UpdateOrigin&) {}
   // The FP32 phase ended; its best epoch's weights are quantized (calibration events follow).
   virtual void qat_phase_started(const TwoPhasePlan&, int64_t /*fp32_best_epoch*/) {}
 };
@@ -76,6 +93,7 @@ struct PreparedTraining {
   std::unique_ptr<Trainer> trainer;
   // A --two-phase run from FP32 still in its FP32 phase: fit_training switches to QAT.
   std::optional<TwoPhasePlan> pending_qat_phase;
+  std::optional<UpdateOrigin> update;  // an update run
   c10::Device device = c10::Device(c10::kCPU);
   std::shared_ptr<dist::Collective> group;
 };
@@ -110,8 +128,9 @@ QatPhase start_qat_phase(const model::TftOptions& fp32_options, const infer::Nam
                          const std::shared_ptr<dist::Collective>& group, TrainingEvents& events,
                          const std::function<bool()>& stop_requested = {});
 
-// What a run saves: its configuration, features, windows, the best weights and the state
-// that --resume continues from.
+// What a run saves: its configuration, features, windows, the best weights, the state that
+// --resume continues from, and its lineage: per series the last bar it trained on (an
+// update: merged with its parent's, which it names, with the bars it added).
 infer::ModelFile training_model_file(const PreparedTraining& run);
 
 // The QAT preamble on a model: observers that have seen no data are calibrated on

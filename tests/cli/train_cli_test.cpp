@@ -183,5 +183,38 @@ TEST_F(TrainCli, ResumeNeedsAModel) {
   EXPECT_THAT(run.err, HasSubstr("--resume needs --load-model"));
 }
 
+TEST_F(TrainCli, UpdateLearnsOnlyFromBarsAfterTheModelsOwnUntilNoneAreLeft) {
+  auto model = train("deployed.safetensors");
+  auto parent = infer::load_model_file(model);
+  ASSERT_TRUE(parent.lineage);
+  ASSERT_EQ(parent.lineage->trained_through.size(), 2u);
+  // The same file: the bars after the training split (the old validation and test bars) are new.
+  auto updated = dir_.file("updated.safetensors");
+  auto run = run_qtft(dir_, "train --parquet-file " + data_ + " --load-model " + model + " --update" + kShort +
+                                " --save-model " + updated);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("Update of deployed.safetensors fnv1a64:"));
+  auto child = infer::load_model_file(updated);
+  ASSERT_TRUE(child.lineage);
+  EXPECT_THAT(child.lineage->parent, HasSubstr("deployed.safetensors fnv1a64:"));
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_GT(child.lineage->trained_through[s].bar_ns, parent.lineage->trained_through[s].bar_ns);
+  }
+  // Updating again and again leaves too few new bars: a clear error, exit 1, nothing written.
+  std::string last = updated;
+  for (int i = 0; i < 20 && run.exit_code == 0; ++i) {
+    auto next = dir_.file("update" + std::to_string(i) + ".safetensors");
+    run = run_qtft(dir_, "train --parquet-file " + data_ + " --load-model " + last + " --update" + kShort +
+                             " --save-model " + next);
+    if (run.exit_code == 0) last = next;
+  }
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("--update: too few new bars"));
+
+  run = run_qtft(dir_, "train --parquet-file " + data_ + " --load-model " + model + " --update --two-phase");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--update continues the model as it is"));
+}
+
 }  // namespace
 }  // namespace qtft

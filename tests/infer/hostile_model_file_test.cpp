@@ -95,6 +95,9 @@ std::vector<Mutation> mutations() {
       {"misshapen_tensor",
        [](io::TensorFile& f) { tensor(f, "model.symbol_embedding.weight") = at::zeros({5, 5}); },
        "symbol_embedding.weight: file has Float [5, 5]"},
+      {"malformed_lineage",
+       [](io::TensorFile& f) { f.metadata["qtft.lineage"] = R"({"source": 3, "trained_through": "all of it"})"; },
+       "qtft.lineage is not valid"},
       {"non_finite_weight",
        [](io::TensorFile& f) {
          auto& t = tensor(f, "model.symbol_embedding.weight");

@@ -21,5 +21,6 @@ void add_explain_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_export_int8_command(CLI::App& app);
 void add_memory_report_command(CLI::App& app);
+void add_watch_command(CLI::App& app);
 
 }  // namespace qtft::cli

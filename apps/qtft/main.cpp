@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   qtft::cli::add_export_int8_command(app);
   qtft::cli::add_memory_report_command(app);
   qtft::cli::add_diff_command(app);
+  qtft::cli::add_watch_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -4,15 +4,15 @@
 #include <nlohmann/json.hpp>
 
 #include "qtft/common/error.h"
+#include "qtft/common/fingerprint.h"
 #include "qtft/common/format.h"
+#include "qtft/data/bar_source.h"
+#include "qtft/data/feature_spec_json.h"
 #include "qtft/dist/data_parallel.h"
 #include "qtft/infer/model_io.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
 #include "qtft/train/update.h"
-#include "qtft/common/fingerprint.h"
-#include "qtft/data/bar_source.h"
-#include "qtft/data/feature_spec_json.h"
 
 namespace qtft::train {
 

@@ -216,5 +216,22 @@ TEST_F(TrainCli, UpdateLearnsOnlyFromBarsAfterTheModelsOwnUntilNoneAreLeft) {
   EXPECT_THAT(run.err, HasSubstr("--update continues the model as it is"));
 }
 
+TEST_F(TrainCli, WatchPrintsAVerdictPerSeriesAndExitsWithItsCode) {
+  auto model = train("deployed.safetensors");
+  auto json_path = dir_.file("watch.json");
+  auto run = run_qtft(dir_, "watch --load-model " + model + " --parquet-file " + data_ + " --reference " + model +
+                                " --json " + json_path);
+  auto j = nlohmann::json::parse(test::read_text(json_path));
+  EXPECT_EQ(run.exit_code, j["exit_code"].get<int>()) << run.err;
+  EXPECT_THAT(run.exit_code, ::testing::AnyOf(0, 3, 4));  // never 5 against itself
+  EXPECT_EQ(j["series"].size(), 2u);
+  EXPECT_EQ(j["reference"]["difference_pct"].get<double>(), 0.0);
+  EXPECT_THAT(run.out, HasSubstr("  overall      loss "));
+  EXPECT_THAT(run.out, HasSubstr("keep the model"));
+  run = run_qtft(dir_, "watch --load-model " + model);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("watch needs --parquet-file or --csv-file"));
+}
+
 }  // namespace
 }  // namespace qtft

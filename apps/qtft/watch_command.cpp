@@ -1,0 +1,71 @@
+// `qtft watch`: one verdict line per series and overall, JSON for monitoring, and an exit
+// code a cron job can alert on (docs/ONLINE.md). The checks are eval::watch_drift's.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "data_flags.h"
+#include "exit_code.h"
+#include "qtft/common/error.h"
+#include "qtft/data/bar_source.h"
+#include "qtft/eval/drift_watch.h"
+#include "qtft/infer/model_io.h"
+#include "qtft/io/atomic_file.h"
+#include "run_flags.h"
+
+namespace qtft::cli {
+
+void add_watch_command(CLI::App& app) {
+  struct Flags {
+    DataFlags data;
+    RuntimeFlags runtime;
+    std::string load_model, reference, json;
+    eval::DriftOptions drift;
+  };
+  auto flags = std::make_shared<Flags>();
+  flags->runtime.device = "cpu";
+  auto* cmd = app.add_subcommand(
+      "watch", "Check a deployed model on recent bars: against its recorded validation loss, the naive baselines and "
+               "a reference model; exit 0 ok, 3 degraded, 4 no better than naive, 5 roll back");
+  cmd->add_option("--load-model", flags->load_model, "The deployed model (saved by qtft train)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  add_bar_source_flags(*cmd, flags->data);
+  cmd->add_option("--reference", flags->reference,
+                  "A model to roll back to (the FP32 one, say): advised when the model is more than --rollback-pct "
+                  "worse on the same bars")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--degraded-pct", flags->drift.degraded_pct,
+                  "A loss this many percent above the recorded validation loss is degraded")
+      ->capture_default_str();
+  cmd->add_option("--rollback-pct", flags->drift.rollback_pct, "The rollback rule's margin against --reference")
+      ->capture_default_str();
+  cmd->add_option("--json", flags->json, "Also write the report as JSON")->check(writable_file());
+  add_runtime_flags(*cmd, flags->runtime);
+  cmd->callback([flags] {
+    auto& f = *flags;
+    if (f.data.source.uses_embedded_data()) throw UsageError("watch needs --parquet-file or --csv-file (the recent bars)");
+    if (!(f.drift.degraded_pct >= 0)) throw UsageError("--degraded-pct must not be negative");
+    if (!(f.drift.rollback_pct >= 0)) throw UsageError("--rollback-pct must not be negative");
+    finish_data_flags(f.data);
+    f.runtime.apply();
+    f.drift.device = infer::resolve_device(f.runtime.device);
+    auto model = infer::load_model(f.load_model, f.drift.device);
+    if (!model.file.training) {
+      throw Error(f.load_model + ": records no validation loss (no training state): watch compares against it");
+    }
+    std::optional<infer::LoadedModel> reference;
+    if (!f.reference.empty()) reference = infer::load_model(f.reference, f.drift.device);
+    const auto bars = data::load_bars(f.data.source);
+    const auto report = eval::watch_drift(model, bars, f.drift, reference ? &*reference : nullptr, f.reference);
+    std::printf("%s on %s (the newer half of each series' bars):\n%s", f.load_model.c_str(),
+                data::describe_source(f.data.source).c_str(), eval::format_drift_report(report).c_str());
+    if (!f.json.empty()) io::write_file_atomically(f.json, eval::to_json(report).dump(2) + "\n");
+    throw ExitCode{report.exit_code()};
+  });
+}
+
+}  // namespace qtft::cli

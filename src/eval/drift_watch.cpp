@@ -1,0 +1,149 @@
+#include "qtft/eval/drift_watch.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "qtft/common/error.h"
+#include "qtft/common/format.h"
+#include "qtft/eval/evaluate.h"
+
+namespace qtft::eval {
+namespace {
+
+// The newer half of every series is scored (the validation split); the older half trains
+// nothing and only gives the empirical baseline its quantiles.
+data::Dataset recent_windows(const data::BarSet& bars, const infer::ModelFile& file) {
+  auto options = file.dataset;
+  options.validation_fraction = 0.5;
+  options.test_fraction = 0;
+  return data::Dataset::build(bars, options, file.features);
+}
+
+DriftCheck check(const std::string& name, infer::LoadedModel& model, const data::Dataset& dataset, double recorded,
+                 const DriftOptions& options) {
+  DriftCheck c;
+  c.name = name;
+  c.windows = dataset.num_windows(data::Split::Validation);
+  c.model = evaluate_model(model.model, dataset, data::Split::Validation, options.batch_size, options.device);
+  c.baselines = evaluate_baselines(dataset, data::Split::Validation, model.model->options().quantiles());
+  c.change_pct = 100.0 * (c.model.loss - recorded) / recorded;
+  if (c.model.loss >= c.baselines.best().loss) {
+    c.verdict = DriftVerdict::NoBetterThanNaive;
+  } else if (c.change_pct > options.degraded_pct) {
+    c.verdict = DriftVerdict::Degraded;
+  }
+  return c;
+}
+
+}  // namespace
+
+const char* drift_verdict_name(DriftVerdict verdict) {
+  switch (verdict) {
+    case DriftVerdict::Ok: return "ok";
+    case DriftVerdict::Degraded: return "degraded";
+    case DriftVerdict::NoBetterThanNaive: return "no_better_than_naive";
+  }
+  return "?";
+}
+
+int DriftReport::exit_code() const {
+  if (reference && reference->rollback) return 5;
+  int code = 0;
+  auto consider = [&](const DriftCheck& c) {
+    if (c.verdict == DriftVerdict::NoBetterThanNaive) code = std::max(code, 4);
+    if (c.verdict == DriftVerdict::Degraded) code = std::max(code, 3);
+  };
+  for (const auto& c : series) consider(c);
+  consider(overall);
+  return code;
+}
+
+DriftReport watch_drift(infer::LoadedModel& model, const data::BarSet& recent, const DriftOptions& options,
+                        infer::LoadedModel* reference, const std::string& reference_file) {
+  const auto& file = model.file;
+  if (!file.training || !(file.training->best_val_loss < std::numeric_limits<double>::infinity())) {
+    throw Error("the model records no validation loss (no training state): watch compares against it");
+  }
+  DriftReport report;
+  report.recorded_val_loss = file.training->best_val_loss;
+  model.model->eval();
+  for (const auto& series : recent.series) {
+    data::BarSet one{recent.source, recent.has_range, recent.has_volume, {series}};
+    try {
+      report.series.push_back(check(series.symbol, model, recent_windows(one, file), report.recorded_val_loss, options));
+    } catch (const Error& e) {
+      throw Error(recent.source + ": symbol '" + series.symbol + "': " + e.what());
+    }
+  }
+  const auto all = recent_windows(recent, file);
+  report.overall = check("overall", model, all, report.recorded_val_loss, options);
+  if (reference) {
+    const double scale = reference->file.features.target_scale;
+    if (scale != file.features.target_scale) {
+      throw Error(reference_file + ": scales its targets by " + format_number(scale) + ", the model by " +
+                  format_number(file.features.target_scale) +
+                  ": their losses are not comparable (train the reference on the same data)");
+    }
+    reference->model->eval();
+    ReferenceCheck r;
+    r.file = reference_file;
+    r.reference_loss = evaluate_model(reference->model, recent_windows(recent, reference->file),
+                                      data::Split::Validation, options.batch_size, options.device)
+                           .loss;
+    r.difference_pct = 100.0 * (report.overall.model.loss - r.reference_loss) / r.reference_loss;
+    r.rollback = r.difference_pct > options.rollback_pct;
+    report.reference = r;
+  }
+  return report;
+}
+
+std::string format_drift_report(const DriftReport& report) {
+  std::string out;
+  char buf[256];
+  auto line = [&](const DriftCheck& c) {
+    std::string verdict = drift_verdict_name(c.verdict);
+    if (c.verdict == DriftVerdict::Degraded) {
+      std::snprintf(buf, sizeof buf, "degraded by %.1f%%", c.change_pct);
+      verdict = buf;
+    } else if (c.verdict == DriftVerdict::NoBetterThanNaive) {
+      verdict = "no better than naive (" + c.baselines.best_name() + ")";
+    }
+    std::snprintf(buf, sizeof buf, "  %-12s loss %.5f (recorded %.5f, %+.1f%%), best naive %.5f, %zu windows: ",
+                  c.name.c_str(), c.model.loss, report.recorded_val_loss, c.change_pct, c.baselines.best().loss,
+                  c.windows);
+    out += buf + verdict + "\n";
+  };
+  for (const auto& c : report.series) line(c);
+  line(report.overall);
+  if (report.reference) {
+    const auto& r = *report.reference;
+    std::snprintf(buf, sizeof buf, "  reference %s: loss %.5f; the model is %+.1f%% against it: ", r.file.c_str(),
+                  r.reference_loss, r.difference_pct);
+    out += buf;
+    out += r.rollback ? "roll back to " + r.file + "\n" : std::string("keep the model\n");
+  }
+  return out;
+}
+
+nlohmann::json to_json(const DriftReport& report) {
+  auto check_json = [](const DriftCheck& c) {
+    return nlohmann::json{{"name", c.name},        {"windows", c.windows},
+                          {"loss", c.model.loss},  {"change_pct", c.change_pct},
+                          {"verdict", drift_verdict_name(c.verdict)}, {"baselines", to_json(c.baselines)}};
+  };
+  nlohmann::json series = nlohmann::json::array();
+  for (const auto& c : report.series) series.push_back(check_json(c));
+  nlohmann::json out{{"recorded_val_loss", report.recorded_val_loss},
+                     {"series", series},
+                     {"overall", check_json(report.overall)},
+                     {"exit_code", report.exit_code()}};
+  if (report.reference) {
+    const auto& r = *report.reference;
+    out["reference"] = {{"file", r.file}, {"loss", r.reference_loss}, {"difference_pct", r.difference_pct},
+                        {"rollback", r.rollback}};
+  }
+  return out;
+}
+
+}  // namespace qtft::eval

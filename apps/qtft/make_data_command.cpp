@@ -28,6 +28,15 @@ void add_make_data_command(CLI::App& app) {
   cmd->add_option("--symbols", flags->synthetic.symbols, "Number of symbols")->capture_default_str();
   cmd->add_option("--seed", flags->synthetic.seed, "Random seed")->capture_default_str();
   cmd->add_option("--bar-minutes", flags->synthetic.bar_minutes, "Minutes per bar (1..60)")->capture_default_str();
+  cmd->add_option("--shift-after-bar", flags->synthetic.shift_after_bar,
+                  "A regime change from this bar of each series on (0: none): the bars before it are unchanged")
+      ->capture_default_str();
+  cmd->add_option("--shift-volatility", flags->synthetic.shift_volatility,
+                  "With --shift-after-bar: volatility multiplied by this")
+      ->capture_default_str();
+  cmd->add_option("--shift-drift", flags->synthetic.shift_drift,
+                  "With --shift-after-bar: a drift per bar, in units of the bar's volatility")
+      ->capture_default_str();
   cmd->callback([flags] {
     const auto& out = flags->output;
     if (out.ends_with("/") || data::is_directory(out)) {

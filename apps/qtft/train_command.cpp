@@ -257,6 +257,20 @@ void run_compare_accuracy(const TrainFlags& f) {
   }
 }
 
+// The run the flags ask for; the device, the group and a checkpoint read already are the
+// caller's to add.
+train::TrainingSetup training_setup(const TrainFlags& f) {
+  train::TrainingSetup setup;
+  setup.dataset = f.data.dataset;
+  setup.architecture = f.model;
+  setup.qat = f.qat;
+  setup.train = f.train;
+  setup.load_model = f.load_model;
+  setup.resume = f.resume;
+  setup.update = f.update;
+  return setup;
+}
+
 // The checks a launcher can make before starting workers, so that a bad flag is reported
 // once, not by every worker; each worker makes them again.
 void finish_train_flags(TrainFlags& f) {
@@ -292,14 +306,7 @@ int launch_local_workers(TrainFlags& f, std::chrono::milliseconds dist_timeout) 
   finish_train_flags(f);
   if (f.qat.compare_accuracy) throw UsageError("--compare-accuracy trains its models in one process: drop --nproc");
   if (!f.resume) {  // a resumed run's options come from its checkpoint, which the workers read
-    train::TrainingSetup probe;
-    probe.dataset = f.data.dataset;
-    probe.architecture = f.model;
-    probe.qat = f.qat;
-    probe.train = f.train;
-    probe.load_model = f.load_model;
-    probe.update = f.update;
-    train::check_training_setup(probe);
+    train::check_training_setup(training_setup(f));
   }
   // Ctrl-C is counted and passed on to the workers, which save and stop.
   install_interrupt_counter();
@@ -332,15 +339,8 @@ void run_train(TrainFlags& f) {
     }
     device = c10::Device(c10::kCPU);
   }
-  train::TrainingSetup setup;
-  setup.dataset = f.data.dataset;
-  setup.architecture = f.model;
-  setup.qat = f.qat;
-  setup.train = f.train;
-  setup.load_model = f.load_model;
+  auto setup = training_setup(f);
   setup.model_file = std::move(checkpoint);
-  setup.resume = f.resume;
-  setup.update = f.update;
   setup.device = device;
   setup.group = group;
   train::check_training_setup(setup);  // flags before data

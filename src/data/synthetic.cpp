@@ -55,7 +55,8 @@ int next_regime(Rng& rng, int regime) {
 }
 
 BarSeries generate_series(const Instrument& inst, const std::string& symbol, int64_t rows,
-                          int bar_minutes, Rng& rng) {
+                          const SyntheticOptions& options, Rng& rng) {
+  const int bar_minutes = options.bar_minutes;
   BarSeries s;
   s.symbol = symbol;
   const int64_t bars_per_day = (kSessionCloseMinute - kSessionOpenMinute) / bar_minutes;
@@ -74,10 +75,15 @@ BarSeries generate_series(const Instrument& inst, const std::string& symbol, int
     double fraction = static_cast<double>(bar_in_day) / static_cast<double>(bars_per_day);
     regime = next_regime(rng, regime);
     double vol = inst.bar_vol * kRegimeVol[regime] * intraday_profile(fraction);
+    // The regime change scales what the draws make, never how many there are, so the bars
+    // before it do not move.
+    const bool shifted = options.shift_after_bar > 0 && i >= options.shift_after_bar;
+    if (shifted) vol *= options.shift_volatility;
 
     trend = 0.995 * trend + 0.02 * inst.bar_vol * rng.normal();
     double reversion = -0.01 * (log_price - anchor);
     double mean = trend + reversion + 0.06 * last_return;
+    if (shifted) mean += options.shift_drift * vol;
     double open = log_price;
     if (bar_in_day == 0 && i > 0) {
       // Overnight news: the session opens away from the previous close.
@@ -119,6 +125,9 @@ BarSet generate_synthetic_symbol(const SyntheticOptions& options, int k) {
   if (options.symbols < 1) throw UsageError("--symbols must be at least 1");
   if (options.rows < options.symbols) throw UsageError("--rows must be at least the number of symbols");
   if (options.bar_minutes < 1 || options.bar_minutes > 60) throw UsageError("--bar-minutes must be in 1..60");
+  if (options.shift_after_bar < 0) throw UsageError("--shift-after-bar must not be negative");
+  if (!(options.shift_volatility > 0)) throw UsageError("--shift-volatility must be positive");
+  if (!std::isfinite(options.shift_drift)) throw UsageError("--shift-drift must be a finite number");
   BarSet bars;
   bars.source = "embedded synthetic data";
   bars.has_range = true;
@@ -129,7 +138,7 @@ BarSet generate_synthetic_symbol(const SyntheticOptions& options, int k) {
   // Every symbol has its own stream, so adding symbols leaves the first ones unchanged.
   Rng rng(mix_seed(options.seed, static_cast<uint64_t>(k)));
   int64_t rows = options.rows / options.symbols + (k < options.rows % options.symbols ? 1 : 0);
-  bars.series.push_back(generate_series(inst, symbol, rows, options.bar_minutes, rng));
+  bars.series.push_back(generate_series(inst, symbol, rows, options, rng));
   return bars;
 }
 

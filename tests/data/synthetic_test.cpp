@@ -127,5 +127,44 @@ TEST(Synthetic, RejectsNonsenseOptions) {
   EXPECT_THROW(generate_synthetic_bars(options(1, 2)), Error);
 }
 
+TEST(Synthetic, ARegimeChangeLeavesTheBarsBeforeItAndShiftsVolatilityAfter) {
+  auto plain = generate_synthetic_bars(options(8000, 2));
+  auto shifted_options = options(8000, 2);
+  shifted_options.shift_after_bar = 2500;
+  shifted_options.shift_volatility = 2.0;
+  shifted_options.shift_drift = 0.1;
+  auto shifted = generate_synthetic_bars(shifted_options);
+  for (size_t s = 0; s < 2; ++s) {
+    const auto& a = plain.series[s].close;
+    const auto& b = shifted.series[s].close;
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_TRUE(std::equal(a.begin(), a.begin() + 2500, b.begin())) << "bars before the shift moved";
+    EXPECT_NE(a[2500], b[2500]);
+    // Realized volatility of the close-to-close returns, after against before the shift.
+    auto stdev = [](const std::vector<double>& c, size_t from, size_t to) {
+      double sum = 0, sum_sq = 0;
+      for (size_t i = from + 1; i < to; ++i) {
+        const double r = std::log(c[i] / c[i - 1]);
+        sum += r;
+        sum_sq += r * r;
+      }
+      const double n = static_cast<double>(to - from - 1);
+      return std::sqrt(sum_sq / n - (sum / n) * (sum / n));
+    };
+    const double ratio = stdev(b, 2500, 4000) / stdev(b, 1000, 2500);
+    EXPECT_GT(ratio, 1.5) << plain.series[s].symbol;  // twice the volatility, give or take regimes
+    EXPECT_LT(ratio, 3.0) << plain.series[s].symbol;
+  }
+  // Fewer rows give a prefix of more: the old bars of the same market.
+  auto fewer = shifted_options;
+  fewer.rows = 6000;
+  const auto old_bars = generate_synthetic_bars(fewer);
+  const auto& old_close = old_bars.series[0].close;
+  ASSERT_EQ(old_close.size(), 3000u);
+  EXPECT_TRUE(std::equal(old_close.begin(), old_close.end(), shifted.series[0].close.begin()));
+  shifted_options.shift_volatility = 0;
+  EXPECT_THROW(generate_synthetic_bars(shifted_options), UsageError);
+}
+
 }  // namespace
 }  // namespace qtft::data

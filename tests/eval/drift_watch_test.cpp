@@ -7,6 +7,7 @@
 #include "qtft/eval/drift_watch.h"
 #include "qtft/train/trainer.h"
 #include "support/bar_files.h"
+#include "support/thrown.h"
 #include "support/tiny_model.h"
 
 namespace qtft::eval {
@@ -25,15 +26,6 @@ infer::LoadedModel trained_model() {
   infer::ModelFile file{model->options(), dataset->spec(), dataset->options(), trainer.best_weights(),
                         trainer.state()};
   return infer::model_from_file(file, "tiny", kCpu);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 TEST(DriftWatch, VerdictsAndExitCodeFollowTheNumbers) {
@@ -87,16 +79,16 @@ TEST(DriftWatch, RollbackAdvisedOnlyBeyondTheMarginAgainstTheReference) {
   EXPECT_EQ(to_json(report)["reference"]["rollback"], true);
 
   reference.file.features.target_scale *= 2;
-  EXPECT_THAT(error_of([&] { watch_drift(model, bars, options, &reference, "fp32.safetensors"); }),
+  EXPECT_THAT(test::message_thrown([&] { watch_drift(model, bars, options, &reference, "fp32.safetensors"); }),
               HasSubstr("fp32.safetensors: scales its targets by"));
 }
 
 TEST(DriftWatch, RefusesTooFewBarsAndModelsWithoutAValidationLoss) {
   auto model = trained_model();
-  EXPECT_THAT(error_of([&] { watch_drift(model, test::regular_bar_set(20, 2), {}); }),
+  EXPECT_THAT(test::message_thrown([&] { watch_drift(model, test::regular_bar_set(20, 2), {}); }),
               HasSubstr("test bars: symbol 'S0': "));
   model.file.training.reset();
-  EXPECT_THAT(error_of([&] { watch_drift(model, test::regular_bar_set(301, 2), {}); }),
+  EXPECT_THAT(test::message_thrown([&] { watch_drift(model, test::regular_bar_set(301, 2), {}); }),
               HasSubstr("records no validation loss"));
 }
 

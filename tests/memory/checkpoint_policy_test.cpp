@@ -5,22 +5,12 @@
 
 #include "qtft/common/error.h"
 #include "qtft/memory/checkpoint_policy.h"
+#include "support/thrown.h"
 
 namespace qtft::memory {
 namespace {
 
 using ::testing::HasSubstr;
-
-// The message of the UsageError that `f` throws, or "" if it throws none.
-template <typename F>
-std::string usage_error_of(F f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(CheckpointPolicy, NamesRoundTrip) {
   for (CheckpointPolicy p :
@@ -35,10 +25,10 @@ TEST(CheckpointPolicy, NamesRoundTrip) {
 
 TEST(CheckpointPolicy, RejectsUnknownNameNamingFlagAndValue) {
   EXPECT_THROW(parse_checkpoint_policy("foo"), UsageError);
-  EXPECT_EQ(usage_error_of([] { parse_checkpoint_policy("foo"); }),
+  EXPECT_EQ(test::message_thrown<UsageError>([] { parse_checkpoint_policy("foo"); }),
             "--checkpoint-policy: expected none, blocks, lstm or auto, got \"foo\"");
-  EXPECT_THAT(usage_error_of([] { parse_checkpoint_policy(""); }), HasSubstr("got \"\""));
-  EXPECT_THAT(usage_error_of([] { parse_checkpoint_policy("Blocks"); }), HasSubstr("got \"Blocks\""));
+  EXPECT_THAT(test::message_thrown<UsageError>([] { parse_checkpoint_policy(""); }), HasSubstr("got \"\""));
+  EXPECT_THAT(test::message_thrown<UsageError>([] { parse_checkpoint_policy("Blocks"); }), HasSubstr("got \"Blocks\""));
 }
 
 TEST(ParseByteSize, PlainBytes) {
@@ -88,11 +78,11 @@ TEST(ParseByteSize, DropsFractionsOfAByte) {
 TEST(ParseByteSize, LargestValueFitsAndOneMoreOverflows) {
   EXPECT_EQ(parse_byte_size("9223372036854775807", "--x"), 9223372036854775807LL);
   EXPECT_EQ(parse_byte_size("8388607T", "--x"), 8388607LL << 40);
-  EXPECT_THAT(usage_error_of([] { parse_byte_size("9223372036854775808", "--x"); }), HasSubstr("too large"));
-  EXPECT_THAT(usage_error_of([] { parse_byte_size("8388608T", "--x"); }), HasSubstr("too large"));
-  EXPECT_THAT(usage_error_of([] { parse_byte_size("99999999999999999999999999999999", "--x"); }),
+  EXPECT_THAT(test::message_thrown<UsageError>([] { parse_byte_size("9223372036854775808", "--x"); }), HasSubstr("too large"));
+  EXPECT_THAT(test::message_thrown<UsageError>([] { parse_byte_size("8388608T", "--x"); }), HasSubstr("too large"));
+  EXPECT_THAT(test::message_thrown<UsageError>([] { parse_byte_size("99999999999999999999999999999999", "--x"); }),
               HasSubstr("too large"));
-  EXPECT_THAT(usage_error_of([] { parse_byte_size("9223372036854775807.5K", "--x"); }), HasSubstr("too large"));
+  EXPECT_THAT(test::message_thrown<UsageError>([] { parse_byte_size("9223372036854775807.5K", "--x"); }), HasSubstr("too large"));
 }
 
 TEST(ParseByteSize, RejectsWhatIsNotAPositiveSize) {
@@ -100,11 +90,11 @@ TEST(ParseByteSize, RejectsWhatIsNotAPositiveSize) {
                            " 4GiB", "4GiB ", "4GiBs", "4Gi", "4PB", "4X", "0x10", "1,5GB", "1..5G", "abc"}) {
     SCOPED_TRACE(text);
     EXPECT_THROW(parse_byte_size(text, "--memory-budget"), UsageError);
-    const std::string message = usage_error_of([&] { parse_byte_size(text, "--memory-budget"); });
+    const std::string message = test::message_thrown<UsageError>([&] { parse_byte_size(text, "--memory-budget"); });
     EXPECT_THAT(message, HasSubstr("--memory-budget"));
     EXPECT_THAT(message, HasSubstr("\"" + std::string(text) + "\""));
   }
-  EXPECT_EQ(usage_error_of([] { parse_byte_size("4X", "--memory-budget"); }),
+  EXPECT_EQ(test::message_thrown<UsageError>([] { parse_byte_size("4X", "--memory-budget"); }),
             "--memory-budget: expected a positive size such as 4GiB, 512MiB, 1.5GB, 800M or 123456, got \"4X\"");
 }
 
@@ -112,7 +102,7 @@ TEST(ParseByteSize, RejectsZero) {
   for (const char* text : {"0", "0B", "0GiB", "0.0G", "000", "0.4"}) {
     SCOPED_TRACE(text);
     EXPECT_THROW(parse_byte_size(text, "--memory-budget"), UsageError);
-    EXPECT_THAT(usage_error_of([&] { parse_byte_size(text, "--memory-budget"); }),
+    EXPECT_THAT(test::message_thrown<UsageError>([&] { parse_byte_size(text, "--memory-budget"); }),
                 HasSubstr("--memory-budget: the size must be positive, got \"" + std::string(text) + "\""));
   }
 }

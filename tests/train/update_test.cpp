@@ -13,6 +13,7 @@
 #include "qtft/train/update.h"
 #include "qtft/train/workflow.h"
 #include "support/bar_files.h"
+#include "support/thrown.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"
 
@@ -21,15 +22,6 @@ namespace {
 
 using ::testing::HasSubstr;
 const c10::Device kCpu(c10::kCPU);
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(BarsAfter, KeepsTheEncodersHistoryAndEveryNewBar) {
   const auto bars = test::regular_bar_set(100, 2);  // S0, S1
@@ -59,22 +51,22 @@ TEST(BarsAfter, RefusesBarsThatDoNotContinueTheModelsNamingSymbolAndBar) {
   std::vector<infer::SeriesMark> seen{{"S0", s0.timestamp_ns[50], s0.close[50]}, {"S1", s1.timestamp_ns[50], s1.close[50]}};
   auto unknown = seen;
   unknown[1].symbol = "ES";
-  EXPECT_THAT(error_of([&] { bars_after(bars, unknown, 5); }),
+  EXPECT_THAT(test::message_thrown([&] { bars_after(bars, unknown, 5); }),
               HasSubstr("test bars: symbol 'S1' is not one the model has trained on (it knows S0, ES)"));
   auto missing = seen;
   missing[0].bar_ns += 1;  // between two bars
-  EXPECT_THAT(error_of([&] { bars_after(bars, missing, 5); }),
+  EXPECT_THAT(test::message_thrown([&] { bars_after(bars, missing, 5); }),
               HasSubstr("test bars: symbol 'S0' has no bar at 2024-01-02T12:40:00.000000001Z, the last bar the model "
                         "trained on (its bars run from 2024-01-02T08:30:00Z to 2024-01-02T16:45:00Z)"));
   auto other_close = seen;
   other_close[1].close += 0.5;
-  EXPECT_THAT(error_of([&] { bars_after(bars, other_close, 5); }),
+  EXPECT_THAT(test::message_thrown([&] { bars_after(bars, other_close, 5); }),
               HasSubstr("symbol 'S1' at 2024-01-02T12:40:00Z: the model trained on close"));
-  EXPECT_THAT(error_of([&] { bars_after(bars, other_close, 5); }), HasSubstr("overlap inconsistently"));
+  EXPECT_THAT(test::message_thrown([&] { bars_after(bars, other_close, 5); }), HasSubstr("overlap inconsistently"));
   auto all_seen = seen;
   all_seen[0] = {"S0", s0.timestamp_ns[99], s0.close[99]};
   all_seen[1] = {"S1", s1.timestamp_ns[99], s1.close[99]};
-  EXPECT_THAT(error_of([&] { bars_after(bars, all_seen, 5); }), HasSubstr("--update has nothing to learn"));
+  EXPECT_THAT(test::message_thrown([&] { bars_after(bars, all_seen, 5); }), HasSubstr("--update has nothing to learn"));
   // The sole series of a file continues a one-series model under any name.
   data::BarSet one = bars;
   one.series.resize(1);
@@ -196,12 +188,12 @@ TEST_F(Update, StoppedAndResumedEndsAsTheUpdateNeverStopped) {
 
 TEST_F(Update, RefusesTooFewNewBarsAModelWithoutLineageAndConflictingFlags) {
   std::ofstream(all_) << test::regular_bars_csv(360);  // 10 bars past the parent's last
-  EXPECT_THAT(error_of([&] { run(update_setup()); }), HasSubstr("--update: too few new bars (ES 10)"));
+  EXPECT_THAT(test::message_thrown([&] { run(update_setup()); }), HasSubstr("--update: too few new bars (ES 10)"));
 
   auto file = infer::load_model_file(parent_);
   file.lineage.reset();
   infer::save_model_file(parent_, file);
-  EXPECT_THAT(error_of([&] { run(update_setup()); }), HasSubstr("parent.safetensors: records no bars it trained on"));
+  EXPECT_THAT(test::message_thrown([&] { run(update_setup()); }), HasSubstr("parent.safetensors: records no bars it trained on"));
 
   auto setup = update_setup();
   setup.qat.two_phase = true;

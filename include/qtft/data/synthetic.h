@@ -12,6 +12,13 @@ struct SyntheticOptions {
   int symbols = 2;
   uint64_t seed = 20240102;
   int bar_minutes = 5;
+  // A regime change: from this bar of each series on (0: none), volatility is multiplied by
+  // shift_volatility and every bar drifts by shift_drift times its volatility. The bars
+  // before it are bitwise those of the same options without a shift, and fewer rows give a
+  // prefix of more: old and new bars of one market.
+  int64_t shift_after_bar = 0;
+  double shift_volatility = 2.0;
+  double shift_drift = 0.1;
 };
 
 // Bars with the structure real futures show, so that a forecaster has something to learn:

@@ -110,9 +110,8 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
   log("[2/5] PTQ: the FP32 model, observers calibrated on " + std::to_string(o.qat.calibration_batches) +
       " batches, then frozen");
   {
-    auto ptq = infer::build_model(qat_options, o.train.seed);
-    infer::copy_weights_into(*ptq, infer::named_weights(*fp32), "FP32 weights", /*observers_may_be_missing=*/true);
-    ptq->to(o.device);
+    auto ptq = infer::quantized_model(fp32_options, infer::named_weights(*fp32), o.qat.weight_bits,
+                                      o.qat.activation_bits, o.device, "FP32 weights");
     train::post_training_quantize(ptq, dataset, o.qat.calibration_batches, o.train.batch_size, o.train.seed,
                                   o.device);
     rows.push_back({"ptq", "the FP32 model, " + calibration + ", frozen",

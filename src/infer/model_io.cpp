@@ -80,15 +80,24 @@ void convert_to_qat(LoadedModel& loaded, int64_t weight_bits, int64_t activation
   }
   if (options.use_qat() && options.weight_bits() == weight_bits && options.activation_bits() == activation_bits) return;
   // A QAT model at other bit widths keeps its weights but starts with fresh observers.
-  NamedTensors weights;
-  for (const auto& [name, t] : named_weights(*loaded.model)) {
-    if (!quant::is_observer_state(name)) weights.emplace_back(name, t);
+  loaded.model = quantized_model(options, named_weights(*loaded.model), weight_bits, activation_bits, device,
+                                 "converting to QAT");
+  options.use_qat(true).weight_bits(weight_bits).activation_bits(activation_bits);
+}
+
+model::TemporalFusionTransformer quantized_model(model::TftOptions options, const NamedTensors& weights,
+                                                 int64_t weight_bits, int64_t activation_bits, c10::Device device,
+                                                 const std::string& source) {
+  NamedTensors kept;
+  for (const auto& [name, t] : weights) {
+    if (!quant::is_observer_state(name)) kept.emplace_back(name, t);
   }
   options.use_qat(true).weight_bits(weight_bits).activation_bits(activation_bits);
+  // The initial weights are overwritten; building them draws from a stream of its own.
   auto model = build_model(options, 0);
-  copy_weights_into(*model, weights, "converting to QAT", /*observers_may_be_missing=*/true);
+  copy_weights_into(*model, kept, source, /*observers_may_be_missing=*/true);
   model->to(device);
-  loaded.model = model;
+  return model;
 }
 
 model::TftOptions model_options_for(const data::Dataset& dataset) {

@@ -155,8 +155,10 @@ void Trainer::set_learning_rate(double lr) {
   state_.learning_rate = lr;
 }
 
-void Trainer::load_optimizer_moments(const infer::NamedTensors& saved) {
-  std::map<std::string, at::Tensor> moments(saved.begin(), saved.end());
+void Trainer::resume_from(const infer::TrainingState& saved, const infer::NamedTensors& best_weights) {
+  check_resume_state(*model_, saved);  // a malformed state leaves the trainer as it was
+  std::map<std::string, at::Tensor> moments(saved.optimizer.begin(), saved.optimizer.end());
+  infer::copy_weights_into(*model_, saved.current_weights, "resume state");  // checks all, then copies
   auto& states = optimizer_->state();
   for (const auto& p : model_->named_parameters()) {
     auto exp_avg = moments.find(p.key() + ".exp_avg");
@@ -167,12 +169,6 @@ void Trainer::load_optimizer_moments(const infer::NamedTensors& saved) {
     st->exp_avg_sq(moments.at(p.key() + ".exp_avg_sq").to(device_).clone());
     states[p.value().unsafeGetTensorImpl()] = std::move(st);
   }
-}
-
-void Trainer::resume_from(const infer::TrainingState& saved, const infer::NamedTensors& best_weights) {
-  check_resume_state(*model_, saved);  // a malformed state leaves the trainer as it was
-  infer::copy_weights_into(*model_, saved.current_weights, "resume state");  // checks all, then copies
-  load_optimizer_moments(saved.optimizer);
   auto keep_config = state_.config;
   state_ = saved;
   state_.config = keep_config;
@@ -342,7 +338,8 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
       state_.epoch_samples += global_size;
       state_.batches_done_in_epoch = static_cast<int64_t>(b + 1);
       // Two-phase QAT: observers learn the ranges first, then stay fixed while weights adapt.
-      if (freeze_step > 0 && static_cast<int64_t>((epoch - 1) * batches + b + 1) >= freeze_step) {
+      // Once, at that step: the frozen flags are saved, so a resumed run keeps them.
+      if (freeze_step > 0 && static_cast<int64_t>((epoch - 1) * batches + b + 1) == freeze_step) {
         quant::freeze_observers(*model_);
       }
       samples_this_run += global_size;

@@ -102,10 +102,10 @@ data::Dataset open_update_data(const data::BarSource& source, UpdateOrigin& orig
     return data::Dataset::build(selected.bars, options, spec);
   } catch (const Error& e) {
     std::string counts;
-    for (const auto& s : selected.bars.series) {
-      counts += (counts.empty() ? "" : ", ") + s.symbol + " " +
-                std::to_string(s.size() - static_cast<size_t>(std::min<int64_t>(
-                                              static_cast<int64_t>(s.size()), origin.model_windows.encoder_length + 1)));
+    for (size_t i = 0; i < selected.bars.series.size(); ++i) {
+      const auto& ts = selected.bars.series[i].timestamp_ns;
+      const auto new_bars = ts.end() - std::lower_bound(ts.begin(), ts.end(), selected.added[i].first_bar_ns);
+      counts += (counts.empty() ? "" : ", ") + selected.added[i].symbol + " " + std::to_string(new_bars);
     }
     throw Error("--update: too few new bars (" + counts + ") to train and validate on: " + e.what());
   }
@@ -248,12 +248,9 @@ QatPhase start_qat_phase(const model::TftOptions& fp32_options, const infer::Nam
                          const std::shared_ptr<const data::Dataset>& dataset, c10::Device device,
                          const std::shared_ptr<dist::Collective>& group, TrainingEvents& events,
                          const std::function<bool()>& stop_requested) {
-  auto options = fp32_options;
-  options.use_qat(true).weight_bits(plan.weight_bits).activation_bits(plan.activation_bits);
   QatPhase phase;
-  phase.model = infer::build_model(options, train.seed);
-  infer::copy_weights_into(*phase.model, fp32_weights, "the FP32 phase's weights", /*observers_may_be_missing=*/true);
-  phase.model->to(device);
+  phase.model = infer::quantized_model(fp32_options, fp32_weights, plan.weight_bits, plan.activation_bits, device,
+                                       "the FP32 phase's weights");
   QatRecipe recipe;
   recipe.calibration_batches = plan.calibration_batches;
   recipe.freeze_observers = plan.live_epochs == 0;

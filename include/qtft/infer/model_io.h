@@ -54,6 +54,12 @@ std::string describe_int8_kernels(const LoadedModel& loaded);
 // observers when it already had QAT at the same widths). Used to fine-tune an FP32 model
 // with QAT and for post-training quantization.
 void convert_to_qat(LoadedModel& loaded, int64_t weight_bits, int64_t activation_bits, c10::Device device);
+// A QAT model of `options`' architecture at these bit widths holding `weights` (an FP32
+// model's; a QAT model's observer state is left out, so its observers start fresh), on
+// `device`. `source` names the weights in errors.
+model::TemporalFusionTransformer quantized_model(model::TftOptions options, const NamedTensors& weights,
+                                                 int64_t weight_bits, int64_t activation_bits, c10::Device device,
+                                                 const std::string& source);
 
 int64_t count_parameters(const torch::nn::Module& module);
 

@@ -96,7 +96,6 @@ class Trainer {
   // false when a stop request cut the validation pass short (nothing recorded then).
   bool end_epoch(EpochSummary& summary, const std::function<bool()>& stop_requested);
   void set_learning_rate(double lr);
-  void load_optimizer_moments(const infer::NamedTensors& saved);
 
   model::TemporalFusionTransformer model_;
   std::shared_ptr<const data::Dataset> dataset_;

@@ -48,10 +48,11 @@ void add_quantize_command(CLI::App& app) {
     }
     std::printf("Starting QAT calibration (%lld batches)...\n", static_cast<long long>(f.qat.calibration_batches));
     std::fflush(stdout);
-    train::post_training_quantize(loaded.model, run.dataset, f.qat.calibration_batches, f.run.batch_size, f.seed,
-                                  run.device);
-    std::printf("Calibration complete\nObserver statistics:\n%s",
-                quant::format_observer_table(quant::observer_stats(*loaded.model), f.qat.verbose ? 0 : 12).c_str());
+    auto coverage = train::post_training_quantize(loaded.model, run.dataset, f.qat.calibration_batches,
+                                                  f.run.batch_size, f.seed, run.device);
+    std::printf("Calibration complete\nObserver statistics:\n%s%s",
+                quant::format_observer_table(quant::observer_stats(*loaded.model), f.qat.verbose ? 0 : 12).c_str(),
+                data::format_regime_coverage(coverage).c_str());
     auto ptq = eval::evaluate_model(loaded.model, run.dataset, run.split, f.run.batch_size, run.device);
     std::printf("Loss on the %s split: source model %.5f, quantized (%lld-bit weights, %lld-bit activations) %.5f (%+.2f%%)\n",
                 data::split_name(run.split), fp32.loss, static_cast<long long>(f.qat.weight_bits), static_cast<long long>(f.qat.activation_bits),

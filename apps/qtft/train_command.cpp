@@ -170,9 +170,12 @@ class ConsolePrinter : public train::TrainingEvents {
     std::printf("Starting QAT calibration (%lld batches)...\n", static_cast<long long>(batches));
     std::fflush(stdout);
   }
-  void calibration_finished(const model::TemporalFusionTransformer& model) override {
-    std::printf("Calibration complete\nObserver statistics:\n%s",
-                quant::format_observer_table(quant::observer_stats(*model.ptr()), verbose_ ? 0 : 12).c_str());
+  void calibration_finished(const model::TemporalFusionTransformer& model,
+                            const data::RegimeCoverage& coverage) override {
+    std::printf("Calibration complete\nObserver statistics:\n%s%s",
+                quant::format_observer_table(quant::observer_stats(*model.ptr()), verbose_ ? 0 : 12).c_str(),
+                data::format_regime_coverage(coverage).c_str());
+    calibration_coverage = coverage;
   }
   void observers_frozen(size_t observers) override {
     std::printf("QAT observers frozen (%zu observers; scales and zero points fixed)\n", observers);
@@ -200,6 +203,9 @@ class ConsolePrinter : public train::TrainingEvents {
     std::printf("Resuming after epoch %lld, batch %lld (step %lld)\n", static_cast<long long>(st.epochs_completed),
                 static_cast<long long>(st.batches_done_in_epoch), static_cast<long long>(st.global_step));
   }
+
+  // The last calibration's, for --metrics-json.
+  std::optional<data::RegimeCoverage> calibration_coverage;
 
  private:
   const data::BarSource& source_;
@@ -445,6 +451,7 @@ void run_train(TrainFlags& f) {
                      {"parameters", parameters},
                      {"train_seconds", result.train_seconds},
                      {"stopped_early", result.stopped_early}};
+    if (printer.calibration_coverage) j["calibration_coverage"] = data::to_json(*printer.calibration_coverage);
     io::write_file_atomically(f.metrics_json, j.dump(2) + "\n");
   }
   files_written();

@@ -74,4 +74,13 @@ EpochOrder BatchOrder::epoch_order(int64_t epoch) const {
   return EpochOrder(num_windows_, mix_seed(seed_, static_cast<uint64_t>(epoch)), shuffle_);
 }
 
+std::vector<size_t> calibration_windows(size_t num_windows, int64_t batches, size_t batch_size, uint64_t seed) {
+  std::vector<size_t> ids;
+  if (num_windows == 0 || batches <= 0) return ids;
+  auto order = BatchOrder(num_windows, batch_size, seed, true).epoch_order(-1);
+  ids.reserve(static_cast<size_t>(batches) * batch_size);
+  for (size_t i = 0; i < static_cast<size_t>(batches) * batch_size; ++i) ids.push_back(order[i % num_windows]);
+  return ids;
+}
+
 }  // namespace qtft::data

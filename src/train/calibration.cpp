@@ -2,6 +2,8 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <span>
+
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
 #include "qtft/quant/observers.h"
@@ -16,14 +18,9 @@ void calibrate_observers(model::TemporalFusionTransformer& model, const data::Da
   model->eval();
   auto observers = quant::find_observers(*model);
   for (auto& [_, observer] : observers) observer->train();
-  const size_t windows = dataset.num_windows(data::Split::Train);
-  data::BatchOrder order(windows, batch_size, seed, true);
-  // Epoch -1: a permutation of its own, so calibration does not replay epoch 0's batches.
-  auto indices = order.epoch_order(-1);
+  const auto windows = data::calibration_windows(dataset.num_windows(data::Split::Train), batches, batch_size, seed);
   for (int64_t b = 0; b < batches; ++b) {
-    size_t first = (static_cast<size_t>(b) * batch_size) % windows;
-    std::vector<size_t> ids;
-    for (size_t i = 0; i < batch_size; ++i) ids.push_back(indices[(first + i) % windows]);
+    std::span<const size_t> ids(windows.data() + static_cast<size_t>(b) * batch_size, batch_size);
     auto batch = data::make_batch(dataset, data::Split::Train, ids);
     model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
     if (stop_requested && stop_requested()) {

@@ -8,6 +8,7 @@
 #include "qtft/common/format.h"
 #include "qtft/data/bar_source.h"
 #include "qtft/data/feature_spec_json.h"
+#include "qtft/data/regime_coverage.h"
 #include "qtft/dist/data_parallel.h"
 #include "qtft/infer/model_io.h"
 #include "qtft/quant/observers.h"
@@ -24,7 +25,7 @@ void prepare_observers(model::TemporalFusionTransformer& model, const data::Data
   if (fresh && recipe.calibration_batches > 0) {
     events.calibration_started(recipe.calibration_batches);
     calibrate_observers(model, dataset, recipe.calibration_batches, batch_size, seed, device, stop_requested);
-    events.calibration_finished(model);
+    events.calibration_finished(model, data::calibration_coverage(dataset, recipe.calibration_batches, batch_size, seed));
   }
   if (recipe.freeze_observers) {
     quant::freeze_observers(*model);
@@ -32,12 +33,13 @@ void prepare_observers(model::TemporalFusionTransformer& model, const data::Data
   }
 }
 
-void post_training_quantize(model::TemporalFusionTransformer& model, const data::Dataset& dataset, int64_t batches,
-                            size_t batch_size, uint64_t seed, c10::Device device) {
+data::RegimeCoverage post_training_quantize(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
+                                           int64_t batches, size_t batch_size, uint64_t seed, c10::Device device) {
   if (batches < 1) throw UsageError("--calibration-batches must be at least 1, got " + std::to_string(batches));
   if (quant::observers_frozen(*model)) throw Error("its observers are already frozen; quantize the FP32 model instead");
   calibrate_observers(model, dataset, batches, batch_size, seed, device);
   quant::freeze_observers(*model);
+  return data::calibration_coverage(dataset, batches, batch_size, seed);
 }
 
 void check_training_setup(const TrainingSetup& setup) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "qtft/infer/model_file.h"
@@ -42,8 +43,18 @@ class QatCli : public ::testing::Test {
 
 TEST_F(QatCli, PhaseOneCalibratesThenPhaseTwoTrainsWithFrozenObservers) {
   auto calibrated = dir_.file("calibrated.safetensors");
-  auto run = train("--use-qat --qat-calibration-batches 5 --epochs 1 --save-model " + calibrated + kSmall);
+  auto metrics = dir_.file("metrics.json");
+  auto run = train("--use-qat --qat-calibration-batches 5 --epochs 1 --save-model " + calibrated + " --metrics-json " +
+                   metrics + kSmall);
   EXPECT_THAT(run.out, HasSubstr("Starting QAT calibration (5 batches)...\nCalibration complete\nObserver statistics:\n"));
+  // Which regimes the 5 batches of 16 windows covered, and that 5 is under the checklist's 100.
+  EXPECT_THAT(run.out, HasSubstr("Calibration coverage: 80 windows in 5 batches"));
+  EXPECT_THAT(run.out, HasSubstr("WARNING few: 5 calibration batches, under the 100"));
+  auto coverage = nlohmann::json::parse(std::ifstream(metrics)).at("calibration_coverage");
+  EXPECT_EQ(coverage.at("calibration_windows"), 80);
+  size_t covered = 0;
+  for (const auto& t : coverage.at("volatility").at("terciles")) covered += t.at("calibration_windows").get<size_t>();
+  EXPECT_EQ(covered, 80u);
   EXPECT_THAT(run.out, ::testing::ContainsRegex("  [a-z_.0-9]+: scale=[0-9.]+, zero_point=[0-9]+, samples=5\n"));
   for (const auto& s : observers(calibrated)) {
     EXPECT_EQ(s.samples, 5 + 3) << s.name;  // calibration plus three training steps
@@ -120,6 +131,7 @@ TEST_F(QatCli, QuantizeCalibratesAndFreezesAnFp32Model) {
                                 " --calibration-batches 4 --batch-size 16 --save-model " + ptq);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("Loss on the validation split: source model"));
+  EXPECT_THAT(run.out, HasSubstr("Calibration coverage: 64 windows in 4 batches"));
   // --split is honoured, not silently replaced.
   auto on_test = run_qtft(dir_, "quantize --load-model " + fp32 + " --parquet-file " + data_ +
                                     " --calibration-batches 4 --batch-size 16 --split test --save-model " +

@@ -48,4 +48,10 @@ class BatchOrder {
   bool shuffle_;
 };
 
+// The windows calibration visits, batch after batch: `batches` batches of `batch_size` in an
+// order of their own (epoch -1 of `seed`, so calibration does not replay epoch 0's batches),
+// wrapping around when it asks for more windows than the split holds. Calibration and its
+// coverage report both read it, so that the report describes the batches that ran.
+std::vector<size_t> calibration_windows(size_t num_windows, int64_t batches, size_t batch_size, uint64_t seed);
+
 }  // namespace qtft::data

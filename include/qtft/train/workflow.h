@@ -17,6 +17,7 @@
 #include "qtft/data/bar_source.h"
 #include "qtft/data/dataset.h"
 #include "qtft/data/feature_store.h"
+#include "qtft/data/regime_coverage.h"
 #include "qtft/eval/baselines.h"
 #include "qtft/infer/model_file.h"
 #include "qtft/model/tft.h"
@@ -74,7 +75,8 @@ class TrainingEvents {
   virtual void data_ready(const data::Dataset&) {}
   virtual void model_ready(const model::TemporalFusionTransformer&, const TrainOptions&) {}
   virtual void calibration_started(int64_t /*batches*/) {}
-  virtual void calibration_finished(const model::TemporalFusionTransformer&) {}
+  // With the market regimes the calibration batches covered.
+  virtual void calibration_finished(const model::TemporalFusionTransformer&, const data::RegimeCoverage&) {}
   virtual void observers_frozen(size_t /*observers*/) {}
   virtual void baselines_ready(const eval::BaselineMetrics&) {}
   virtual void resumed(const infer::TrainingState&) {}
@@ -140,8 +142,9 @@ void prepare_observers(model::TemporalFusionTransformer& model, const data::Data
                        const std::function<bool()>& stop_requested = {});
 
 // Post-training quantization of a QAT-converted model: calibrate on `batches` training
-// batches, then freeze. PTQ in `qtft quantize` and in the accuracy comparison.
-void post_training_quantize(model::TemporalFusionTransformer& model, const data::Dataset& dataset, int64_t batches,
-                            size_t batch_size, uint64_t seed, c10::Device device);
+// batches, then freeze. PTQ in `qtft quantize` and in the accuracy comparison. Returns
+// which market regimes those batches covered.
+data::RegimeCoverage post_training_quantize(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
+                                           int64_t batches, size_t batch_size, uint64_t seed, c10::Device device);
 
 }  // namespace qtft::train

@@ -1,27 +1,28 @@
 // Serving latency of qtft::infer::Forecaster: one series per call (batch 1; median and
 // 99th percentile) and 64 series per call (throughput), for the TFT paper's configuration
 // and a small one, each as an FP32 model, a QAT model and int8 exports with float and with
-// integer products, measured in the same run, with the ratio to FP32. The models have random weights (latency does not depend on them) and are saved
-// and loaded like trained ones. Prints a table and JSON.
+// integer products, measured in the same run, with the ratio to FP32. The models have random weights (latency does not
+// depend on them) and are saved and loaded like trained ones. Prints a table and JSON.
 //   build/bench/forecast_latency_bench [--calls 200] [--threads 1] [--json out.json]
 #include <ATen/Parallel.h>
 
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-#include <unistd.h>
-#include <nlohmann/json.hpp>
 
 #include "bench_configs.h"
+#include "qtft/artifact/int8_file.h"
+#include "qtft/artifact/model_file.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/infer/forecaster.h"
-#include "qtft/infer/int8_file.h"
-#include "qtft/infer/model_file.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/io/atomic_file.h"
+#include "qtft/model/model_building.h"
 #include "qtft/train/calibration.h"
 
 namespace {
@@ -63,17 +64,17 @@ constexpr Variant kVariants[] = {
 // calibrated on two batches, as an export requires.
 std::filesystem::path save_model(const qtft::bench::TftConfig& c, const Variant& variant,
                                  const qtft::data::Dataset& dataset, const std::filesystem::path& dir) {
-  auto options = qtft::infer::model_options_for(dataset);
+  auto options = qtft::model::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(variant.qat);
   if (variant.qat) options.activation_bits(variant.activation_bits);
-  auto model = qtft::infer::build_model(options, 1);
+  auto model = qtft::model::build_model(options, 1);
   if (variant.qat) qtft::train::calibrate_observers(model, dataset, 2, 64, 1, c10::Device(c10::kCPU));
   const auto path = dir / (std::string(c.name) + "-" + variant.name + ".safetensors");
-  qtft::infer::save_model_file(path, {options, dataset.spec(), dataset.options(), qtft::infer::named_weights(*model),
-                                      std::nullopt});
+  qtft::artifact::save_model_file(
+      path, {options, dataset.spec(), dataset.options(), qtft::artifact::named_weights(*model), std::nullopt});
   if (!variant.int8_file) return path;
   const auto int8_path = dir / (std::string(c.name) + "-" + variant.name + ".int8.safetensors");
-  qtft::infer::export_int8_file(qtft::infer::load_model_file(path), path.string(), int8_path);
+  qtft::artifact::export_int8_file(qtft::artifact::load_model_file(path), path.string(), int8_path);
   return int8_path;
 }
 
@@ -82,7 +83,8 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, const Variant& variant, 
   const auto bars = qtft::data::generate_synthetic_bars(qtft::data::SyntheticOptions{});
   const auto dataset = qtft::bench::dataset_for(c);
   const auto path = save_model(c, variant, dataset, dir);
-  auto forecaster = qtft::infer::Forecaster::load(path, {"cpu", variant.int8_kernels});
+  auto forecaster = qtft::infer::Forecaster::load(
+      path, {qtft::DeviceChoice::Cpu, qtft::artifact::parse_int8_kernels(variant.int8_kernels, "int8_kernels")});
   const auto need = static_cast<size_t>(forecaster.min_bars());
   const auto one = tail(bars.series[0], need + 100);
 

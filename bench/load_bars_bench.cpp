@@ -61,8 +61,8 @@ int main(int argc, char** argv) {
   auto file_bytes = std::filesystem::file_size(file);
   std::filesystem::remove(file);
 
-  std::printf("config: %lld bars, %d symbols, Parquet %s, encoder 64, horizon 8\n",
-              static_cast<long long>(rows), symbols, qtft::format_bytes(file_bytes).c_str());
+  std::printf("config: %lld bars, %d symbols, Parquet %s, encoder 64, horizon 8\n", static_cast<long long>(rows),
+              symbols, qtft::format_bytes(file_bytes).c_str());
   std::printf("read + validate: %.2f s, peak RSS %s\n", read_s, qtft::format_bytes(after_read).c_str());
   std::printf("features + windows: %.2f s, peak RSS %s (process baseline %s)\n", build_s,
               qtft::format_bytes(after_build).c_str(), qtft::format_bytes(baseline).c_str());

@@ -11,10 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "qtft/artifact/model_loading.h"
 #include "qtft/data/batch.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/memory/memory_tracker.h"
+#include "qtft/model/model_building.h"
 #include "qtft/train/step_memory.h"
 #include "qtft/train/train_step.h"
 
@@ -26,19 +27,20 @@ using qtft::memory::CheckpointPolicy;
 
 nlohmann::json measure(const qtft::bench::TftConfig& c, int timed_steps, c10::Device device) {
   auto dataset = qtft::bench::dataset_for(c);
-  qtft::model::TftOptions options = qtft::infer::model_options_for(dataset);
+  qtft::model::TftOptions options = qtft::model::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(true);  // observers live: never frozen here
   qtft::train::TrainOptions train;
   train.batch_size = static_cast<size_t>(c.batch);
   train.seed = 1;
   auto batch = qtft::train::first_training_batch(dataset, train);
-  const int64_t parameters = qtft::infer::count_parameters(*qtft::model::TemporalFusionTransformer(options));
+  const int64_t parameters = qtft::model::count_parameters(*qtft::model::TemporalFusionTransformer(options));
 
-  std::printf("\n%s: encoder %lld, horizon %lld, hidden %lld, heads %lld, batch %lld, %lld parameters, QAT 8/8-bit "
-              "live observers, device %s\n",
-              c.name, static_cast<long long>(c.encoder), static_cast<long long>(c.horizon),
-              static_cast<long long>(c.hidden), static_cast<long long>(c.heads), static_cast<long long>(c.batch),
-              static_cast<long long>(parameters), device.str().c_str());
+  std::printf(
+      "\n%s: encoder %lld, horizon %lld, hidden %lld, heads %lld, batch %lld, %lld parameters, QAT 8/8-bit "
+      "live observers, device %s\n",
+      c.name, static_cast<long long>(c.encoder), static_cast<long long>(c.horizon), static_cast<long long>(c.hidden),
+      static_cast<long long>(c.heads), static_cast<long long>(c.batch), static_cast<long long>(parameters),
+      device.str().c_str());
   std::fflush(stdout);
   auto step = [&](CheckpointPolicy policy) {
     return qtft::train::measure_training_step(options, train.seed, batch, train, policy, device, timed_steps);
@@ -54,10 +56,12 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int timed_steps, c10::De
     j.erase("without");  // the shared `none` column, stored once
     policies[qtft::memory::checkpoint_policy_name(policy)] = j;
   }
-  return {{"config", c.name},           {"encoder_length", c.encoder}, {"horizon", c.horizon},
-          {"hidden_size", c.hidden},    {"attention_heads", c.heads},  {"batch_size", c.batch},
-          {"parameters", parameters},   {"use_qat", true},             {"observers_frozen", false},
-          {"none", qtft::train::to_json(none)}, {"policies", policies}};
+  return {{"config", c.name},           {"encoder_length", c.encoder},
+          {"horizon", c.horizon},       {"hidden_size", c.hidden},
+          {"attention_heads", c.heads}, {"batch_size", c.batch},
+          {"parameters", parameters},   {"use_qat", true},
+          {"observers_frozen", false},  {"none", qtft::train::to_json(none)},
+          {"policies", policies}};
 }
 
 }  // namespace
@@ -78,7 +82,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   qtft::memory::install_cpu_memory_tracking();  // before any tensor, so every one is seen
   if (threads > 0) at::set_num_threads(threads);
-  auto device = qtft::infer::resolve_device(device_name);
+  auto device = qtft::artifact::resolve_device(device_name);
 
   const qtft::bench::TftConfig configs[] = {qtft::bench::kPaperConfig, qtft::bench::kSmallConfig};
   std::printf("device %s, %d CPU threads, step time: median of %d steps after a warm-up and a measured step\n",
@@ -88,10 +92,8 @@ int main(int argc, char** argv) {
     if (config != "all" && config != c.name) continue;
     results.push_back(measure(c, timed_steps, device));
   }
-  nlohmann::json j{{"device", device.str()},
-                   {"threads", at::get_num_threads()},
-                   {"timed_steps", timed_steps},
-                   {"results", results}};
+  nlohmann::json j{
+      {"device", device.str()}, {"threads", at::get_num_threads()}, {"timed_steps", timed_steps}, {"results", results}};
   if (!json_path.empty()) {
     qtft::io::write_file_atomically(json_path, j.dump(2) + "\n");
     std::printf("\nwrote %s\n", json_path.c_str());

@@ -17,9 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_configs.h"
-#include "qtft/infer/model_io.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/memory/checkpoint_policy.h"
+#include "qtft/model/model_building.h"
 #include "qtft/train/fused_adam.h"
 #include "qtft/train/train_step.h"
 
@@ -29,7 +30,7 @@ namespace profiler = torch::autograd::profiler;
 namespace impl = torch::profiler::impl;
 
 struct OpTime {
-  double ms = 0.0;  // per step
+  double ms = 0.0;    // per step
   int64_t calls = 0;  // per step
 };
 
@@ -95,9 +96,9 @@ nlohmann::json print_table(const char* title, const std::vector<std::pair<std::s
 nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::CheckpointPolicy policy, int steps,
                        int top) {
   auto dataset = qtft::bench::dataset_for(c);
-  auto options = qtft::infer::model_options_for(dataset);
+  auto options = qtft::model::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(qat);
-  auto model = qtft::infer::build_model(options, 1);
+  auto model = qtft::model::build_model(options, 1);
   model->set_checkpoint_policy(policy);
   model->train();
   qtft::train::FusedAdam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
@@ -111,7 +112,8 @@ nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::
   profiler::enableProfiler(impl::ProfilerConfig(impl::ProfilerState::KINETO), {impl::ActivityType::CPU});
   const auto start = std::chrono::steady_clock::now();
   for (int s = 0; s < steps; ++s) qtft::train::training_step(model, adam, batch, train.clip_norm, cpu);
-  const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
+  const double step_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
   auto result = profiler::disableProfiler();
   const auto times = op_times(result->events(), steps);
   const auto top_level = by_time(times.top_level), self = by_time(times.self);
@@ -119,10 +121,11 @@ nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::
   int64_t calls = 0, all_calls = 0;
   for (const auto& [name, t] : top_level) profiled_ms += t.ms, calls += t.calls;
   for (const auto& [name, t] : self) all_calls += t.calls;
-  std::printf("\n%s, %s, checkpointing %s: %.0f ms per step (profiled), %lld operator calls per step (%lld from the "
-              "step itself)\n",
-              c.name, qat ? "QAT" : "FP32", qtft::memory::checkpoint_policy_name(policy), step_ms,
-              static_cast<long long>(all_calls), static_cast<long long>(calls));
+  std::printf(
+      "\n%s, %s, checkpointing %s: %.0f ms per step (profiled), %lld operator calls per step (%lld from the "
+      "step itself)\n",
+      c.name, qat ? "QAT" : "FP32", qtft::memory::checkpoint_policy_name(policy), step_ms,
+      static_cast<long long>(all_calls), static_cast<long long>(calls));
   auto top_rows = print_table("operator, called by the step (inclusive)", top_level, profiled_ms, top);
   auto self_rows = print_table("operator, self time (callees excluded)", self, profiled_ms, top);
   return {{"config", c.name},

@@ -16,11 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "qtft/artifact/model_loading.h"
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
 #include "qtft/eval/quantile_loss.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/io/atomic_file.h"
+#include "qtft/model/model_building.h"
 #include "qtft/train/fused_adam.h"
 
 #include "bench_configs.h"
@@ -34,9 +35,9 @@ void synchronize(c10::Device device) {
 nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device device,
                        const qtft::data::BarSource& source) {
   auto dataset = qtft::bench::dataset_for(c, source);
-  qtft::model::TftOptions options = qtft::infer::model_options_for(dataset);
+  qtft::model::TftOptions options = qtft::model::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads);
-  auto model = qtft::infer::build_model(options, 1);
+  auto model = qtft::model::build_model(options, 1);
   model->to(device);
   model->train();
   qtft::train::FusedAdam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
@@ -65,7 +66,7 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device d
           {"hidden_size", c.hidden},
           {"attention_heads", c.heads},
           {"batch_size", c.batch},
-          {"parameters", qtft::infer::count_parameters(*model)},
+          {"parameters", qtft::model::count_parameters(*model)},
           {"steps", steps},
           {"step_seconds", step_s},
           {"samples_per_second", static_cast<double>(c.batch) / step_s}};
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Write the figures as JSON");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) at::set_num_threads(threads);
-  auto device = qtft::infer::resolve_device(device_name);
+  auto device = qtft::artifact::resolve_device(device_name);
 
   std::vector<qtft::bench::TftConfig> configs;
   if (config_name != "small") configs.push_back(qtft::bench::kPaperConfig);
@@ -103,8 +104,8 @@ int main(int argc, char** argv) {
     auto r = measure(c, steps, device, source);
     std::printf("%-6s %7lld %7lld %6lld %5lld %5lld %10lld %10.1f %12.1f\n", c.name, static_cast<long long>(c.encoder),
                 static_cast<long long>(c.horizon), static_cast<long long>(c.hidden), static_cast<long long>(c.heads),
-                static_cast<long long>(c.batch), r["parameters"].get<long long>(), 1000 * r["step_seconds"].get<double>(),
-                r["samples_per_second"].get<double>());
+                static_cast<long long>(c.batch), r["parameters"].get<long long>(),
+                1000 * r["step_seconds"].get<double>(), r["samples_per_second"].get<double>());
     results.push_back(r);
   }
   nlohmann::json j{{"device", device.str()},

@@ -1,4 +1,4 @@
-# `cmake --install build --prefix P`: headers, the two static libraries, the qtft program
+# `cmake --install build --prefix P`: headers, the static libraries (one per area), the qtft program
 # and a CMake package, so that another project can
 #   find_package(qtft CONFIG REQUIRED)
 #   target_link_libraries(app PRIVATE qtft::qtft)
@@ -6,13 +6,22 @@
 # named by QTFT_PYTHON (default: the one this build used), with the same find modules.
 include(CMakePackageConfigHelpers)
 
-set_target_properties(qtft PROPERTIES EXPORT_NAME qtft)
-set_target_properties(qtft_core PROPERTIES EXPORT_NAME core)
-install(TARGETS qtft qtft_core EXPORT qtftTargets
+# Every area's library is installed (qtft::qtft links them); consumers name qtft::qtft, or
+# qtft::core for the LibTorch-free data and I/O alone.
+set(qtft_installed_libraries qtft qtft_core qtft_tensors)
+foreach(area IN LISTS QTFT_AREAS)
+  list(APPEND qtft_installed_libraries qtft_${area})
+endforeach()
+foreach(library IN LISTS qtft_installed_libraries)
+  string(REGEX REPLACE "^qtft_" "" export_name "${library}")
+  set_target_properties(${library} PROPERTIES EXPORT_NAME ${export_name})
+endforeach()
+install(TARGETS ${qtft_installed_libraries} EXPORT qtftTargets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
         INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(TARGETS qtft_cli RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/qtft" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+install(FILES "${PROJECT_BINARY_DIR}/include/qtft/version.h" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/qtft")
 
 set(QTFT_PACKAGE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/qtft")
 install(EXPORT qtftTargets NAMESPACE qtft:: DESTINATION "${QTFT_PACKAGE_DIR}")

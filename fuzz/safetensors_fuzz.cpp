@@ -31,8 +31,7 @@ void check_accepted(const SafetensorsFile& file) {
     check(bytes.size() == t.numel() * qtft::io::dtype_size(t.dtype));
     tensors.push_back({t.name, t.dtype, t.shape, bytes});
   }
-  auto again = SafetensorsFile::parse(qtft::io::serialize_safetensors(tensors, file.metadata()),
-                                      "<round trip>");
+  auto again = SafetensorsFile::parse(qtft::io::serialize_safetensors(tensors, file.metadata()), "<round trip>");
   check(again.metadata() == file.metadata());
   check(again.tensors().size() == file.tensors().size());
   for (const auto& t : file.tensors()) {

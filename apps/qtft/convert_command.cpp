@@ -36,8 +36,8 @@ void add_convert_command(CLI::App& app) {
     // Validating first means a converted file is one that training will accept.
     if (!flags->no_validate) data::bars_from_table(*table, flags->input, flags->data.source.read);
     data::write_parquet_table(*table, flags->output);
-    std::cout << "Wrote " << flags->output << ": " << table->num_rows() << " rows, "
-              << table->num_columns() << " columns\n";
+    std::cout << "Wrote " << flags->output << ": " << table->num_rows() << " rows, " << table->num_columns()
+              << " columns\n";
   });
 }
 

@@ -16,8 +16,8 @@ void add_bar_source_flags(CLI::App& cmd, DataFlags& f) {
   auto* csv = cmd.add_option("--csv-file", src.csv_file, "Bars in a CSV file")->check(CLI::ExistingFile);
   parquet->excludes(csv);
   auto* store = cmd.add_option("--feature-store", src.feature_store,
-                                "Folder for the prepared feature store (memory-mapped features, rebuilt when the files "
-                                "or options change); default for a dataset folder: FOLDER/_qtft_store");
+                               "Folder for the prepared feature store (memory-mapped features, rebuilt when the files "
+                               "or options change); default for a dataset folder: FOLDER/_qtft_store");
   cmd.add_flag("--no-feature-store", src.in_memory, "Compute every feature in memory, even for a dataset folder")
       ->excludes(store);
   auto& c = src.read.columns;

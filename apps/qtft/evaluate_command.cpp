@@ -32,20 +32,22 @@ void add_evaluate_command(CLI::App& app) {
     auto run = open_model_run(flags->run);
     auto metrics = eval::evaluate_model(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);
     auto baselines = eval::evaluate_baselines(run.dataset, run.split, run.loaded.model->options().quantiles());
-    std::printf("%s split: %lld windows (metrics in units of the training return std)\n",
-                data::split_name(run.split), static_cast<long long>(run.dataset.num_windows(run.split)));
+    std::printf("%s split: %lld windows (metrics in units of the training return std)\n", data::split_name(run.split),
+                static_cast<long long>(run.dataset.num_windows(run.split)));
     std::printf("  %-22s %9s %9s %9s %8s %8s\n", "forecast", "loss", "rmse", "mae", "P50", "P90");
     print_row("model", metrics);
     print_row("zero return", baselines.zero);
     print_row("training quantiles", baselines.empirical);
     if (!flags->metrics_json.empty()) {
+      // Keys named after the split, as training names its own: val_loss, test_loss, train_loss.
+      const std::string prefix = run.split == data::Split::Validation ? "val" : data::split_name(run.split);
       nlohmann::json j{{"split", data::split_name(run.split)},
                        {"windows", run.dataset.num_windows(run.split)},
-                       {"val_loss", metrics.loss},
-                       {"val_rmse", metrics.rmse},
-                       {"val_mae", metrics.mae},
+                       {prefix + "_loss", metrics.loss},
+                       {prefix + "_rmse", metrics.rmse},
+                       {prefix + "_mae", metrics.mae},
                        {"model", eval::to_json(metrics)},
-                       {"baseline_val_loss", baselines.best().loss},
+                       {"baseline_" + prefix + "_loss", baselines.best().loss},
                        {"baselines", eval::to_json(baselines)}};
       io::write_file_atomically(flags->metrics_json, j.dump(2) + "\n");
     }

@@ -1,5 +1,5 @@
 // `qtft export-int8`: a QAT model as integer weights with their scales, for int8 serving.
-// The work is qtft::infer::export_int8_file's; this file parses flags and prints.
+// The work is qtft::artifact::export_int8_file's; this file parses flags and prints.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -7,9 +7,9 @@
 #include <string>
 
 #include "commands.h"
+#include "qtft/artifact/int8_file.h"
+#include "qtft/artifact/model_file.h"
 #include "qtft/common/format.h"
-#include "qtft/infer/int8_file.h"
-#include "qtft/infer/model_file.h"
 #include "run_flags.h"
 
 namespace qtft::cli {
@@ -28,8 +28,8 @@ void add_export_int8_command(CLI::App& app) {
       ->check(writable_file());
   cmd->callback([flags] {
     const auto& f = *flags;
-    const auto model = infer::load_model_file(f.load_model);
-    const auto summary = infer::export_int8_file(model, f.load_model, f.output);
+    const auto model = artifact::load_model_file(f.load_model);
+    const auto summary = artifact::export_int8_file(model, f.load_model, f.output);
     const auto source_bytes = std::filesystem::file_size(f.load_model);
     // "3.62x smaller than", or for a model so small that the file's header outweighs its
     // values, "1.08x larger than".

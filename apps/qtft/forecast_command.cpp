@@ -41,11 +41,15 @@ void add_forecast_command(CLI::App& app) {
     if (!f.output.empty() && !f.output.ends_with(".csv") && !f.output.ends_with(".parquet")) {
       throw UsageError("--output " + f.output + ": use a .csv or .parquet file name");
     }
-    if (f.data.source.uses_embedded_data()) throw UsageError("forecast needs --parquet-file or --csv-file (the recent bars)");
+    if (f.data.source.uses_embedded_data())
+      throw UsageError("forecast needs --parquet-file or --csv-file (the recent bars)");
     finish_data_flags(f.data);
     f.runtime.apply();
-    auto forecaster = infer::Forecaster::load(f.load_model, {f.runtime.device, f.int8_kernels});
-    if (!forecaster.int8_kernels().empty()) std::fprintf(stderr, "%s: %s\n", f.load_model.c_str(), forecaster.int8_kernels().c_str());
+    auto forecaster =
+        infer::Forecaster::load(f.load_model, {parse_device_choice(f.runtime.device, "--device"),
+                                               artifact::parse_int8_kernels(f.int8_kernels, "--int8-kernels")});
+    if (!forecaster.int8_kernels().empty())
+      std::fprintf(stderr, "%s: %s\n", f.load_model.c_str(), forecaster.int8_kernels().c_str());
     // Only each series' last bars are kept, file by file: a folder of years of bars costs
     // the largest file, not the whole history.
     auto bars = data::load_latest_bars(f.data.source, static_cast<size_t>(forecaster.min_bars()));

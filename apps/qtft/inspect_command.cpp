@@ -6,9 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/format.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/io/safetensors.h"
+#include "qtft/model/model_building.h"
 #include "qtft/quant/observers.h"
 
 namespace qtft::cli {
@@ -89,12 +90,12 @@ void add_inspect_command(CLI::App& app) {
     if (file.metadata().count("qtft.format")) {
       // A qtft model file is checked as every command that loads it checks it.
       std::cout.flush();
-      auto loaded = infer::load_model(*path, c10::Device(c10::kCPU));
+      auto loaded = artifact::load_model(*path, c10::Device(c10::kCPU));
       std::cout << "\nqtft model: configuration, features and weights are consistent ("
-                << (loaded.file.int8_weights ? "int8 export of a QAT model"
-                                             : loaded.file.options.use_qat() ? "QAT" : "FP32")
-                << ", "
-                << infer::count_parameters(*loaded.model) << " parameters)\n";
+                << (loaded.file.int8_weights        ? "int8 export of a QAT model"
+                    : loaded.file.options.use_qat() ? "QAT"
+                                                    : "FP32")
+                << ", " << model::count_parameters(*loaded.model) << " parameters)\n";
     }
   });
 }

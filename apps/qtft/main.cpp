@@ -12,6 +12,7 @@
 #include "local_launch.h"
 #include "qtft/common/error.h"
 #include "qtft/memory/memory_tracker.h"
+#include "qtft/version.h"
 
 int main(int argc, char** argv) {
   // Before any tensor exists: memory figures (epoch lines, memory-report) count what the
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"qtft: Temporal Fusion Transformer forecasting with quantization-aware training", "qtft"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "qtft 0.1.0");
+  app.set_version_flag("--version", "qtft " QTFT_VERSION_STRING);
   qtft::cli::add_make_data_command(app);
   qtft::cli::add_prepare_command(app);
   qtft::cli::add_convert_command(app);

@@ -6,8 +6,8 @@
 #include "qtft/common/error.h"
 #include "qtft/data/bars.h"
 #include "qtft/data/parquet_dataset.h"
-#include "qtft/io/atomic_file.h"
 #include "qtft/data/synthetic.h"
+#include "qtft/io/atomic_file.h"
 #include "run_flags.h"
 
 namespace qtft::cli {
@@ -23,8 +23,7 @@ void add_make_data_command(CLI::App& app) {
                   "Output file (.parquet, or .csv), or a folder (ending in /) for a Hive-partitioned dataset: "
                   "FOLDER/symbol=S/year=Y/part-0.parquet")
       ->required();
-  cmd->add_option("--rows", flags->synthetic.rows, "Bars in all, shared evenly by the symbols")
-      ->capture_default_str();
+  cmd->add_option("--rows", flags->synthetic.rows, "Bars in all, shared evenly by the symbols")->capture_default_str();
   cmd->add_option("--symbols", flags->synthetic.symbols, "Number of symbols")->capture_default_str();
   cmd->add_option("--seed", flags->synthetic.seed, "Random seed")->capture_default_str();
   cmd->add_option("--bar-minutes", flags->synthetic.bar_minutes, "Minutes per bar (1..60)")->capture_default_str();
@@ -61,8 +60,8 @@ void add_make_data_command(CLI::App& app) {
     } else {
       throw UsageError("--output " + out + ": use a .parquet or .csv file name");
     }
-    std::cout << "Wrote " << out << ": " << bars.total_rows() << " bars, " << bars.series.size()
-              << " symbols (seed " << flags->synthetic.seed << ")\n";
+    std::cout << "Wrote " << out << ": " << bars.total_rows() << " bars, " << bars.series.size() << " symbols (seed "
+              << flags->synthetic.seed << ")\n";
   });
 }
 

@@ -11,11 +11,12 @@
 
 #include "commands.h"
 #include "data_flags.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/memory/checkpoint_policy.h"
+#include "qtft/model/model_building.h"
 #include "qtft/train/step_memory.h"
 #include "qtft/train/train_step.h"
 #include "run_flags.h"
@@ -38,8 +39,10 @@ struct MemoryReportFlags {
 memory::CheckpointPolicy policy_to_compare(const std::string& name) {
   auto policy = memory::parse_checkpoint_policy(name);
   if (policy == memory::CheckpointPolicy::None || policy == memory::CheckpointPolicy::Auto) {
-    throw UsageError("--checkpoint-policy must be blocks or lstm here (the report compares it against none; auto "
-                     "chooses a policy during training), got '" + name + "'");
+    throw UsageError(
+        "--checkpoint-policy must be blocks or lstm here (the report compares it against none; auto "
+        "chooses a policy during training), got '" +
+        name + "'");
   }
   return policy;
 }
@@ -47,13 +50,20 @@ memory::CheckpointPolicy policy_to_compare(const std::string& name) {
 // The first batch of epoch 1, in the shuffled order the trainer visits with this seed.
 nlohmann::json config_json(const model::TftOptions& m, int64_t batch, int64_t parameters, c10::Device device,
                            int timed_steps, const std::string& data) {
-  return {{"encoder_length", m.encoder_length()}, {"horizon", m.horizon()},
-          {"hidden_size", m.hidden_size()},       {"attention_heads", m.attention_heads()},
-          {"lstm_layers", m.lstm_layers()},       {"batch_size", batch},
-          {"parameters", parameters},             {"use_qat", m.use_qat()},
-          {"weight_bits", m.weight_bits()},       {"activation_bits", m.activation_bits()},
-          {"device", device.str()},               {"threads", at::get_num_threads()},
-          {"timed_steps", timed_steps},           {"data", data}};
+  return {{"encoder_length", m.encoder_length()},
+          {"horizon", m.horizon()},
+          {"hidden_size", m.hidden_size()},
+          {"attention_heads", m.attention_heads()},
+          {"lstm_layers", m.lstm_layers()},
+          {"batch_size", batch},
+          {"parameters", parameters},
+          {"use_qat", m.use_qat()},
+          {"weight_bits", m.weight_bits()},
+          {"activation_bits", m.activation_bits()},
+          {"device", device.str()},
+          {"threads", at::get_num_threads()},
+          {"timed_steps", timed_steps},
+          {"data", data}};
 }
 
 void run_memory_report(MemoryReportFlags& f) {
@@ -63,32 +73,33 @@ void run_memory_report(MemoryReportFlags& f) {
   f.train.validate();
   const auto policy = policy_to_compare(f.checkpoint_policy);
   if (f.timed_steps < 1) throw UsageError("--timed-steps must be at least 1, got " + std::to_string(f.timed_steps));
-  auto device = infer::resolve_device(f.runtime.device);
+  auto device = artifact::resolve_device(f.runtime.device);
 
   const auto& source = f.data.source;
   if (source.uses_embedded_data() && !f.json) {
     std::cout << "No --parquet-file or --csv-file given: measuring on the " << data::describe_source(source) << "\n";
   }
   auto dataset = data::open_dataset(source, f.data.dataset, nullptr, data::StoreAccess::BuildIfNeeded, print_store);
-  model::TftOptions options = infer::model_options_for(dataset);
+  model::TftOptions options = model::model_options_for(dataset);
   f.model.apply_to(options);
   options.use_qat(f.qat.use_qat).weight_bits(f.qat.weight_bits).activation_bits(f.qat.activation_bits);
   options.validate();
   auto batch = train::first_training_batch(dataset, f.train);
-  const int64_t parameters = infer::count_parameters(*model::TemporalFusionTransformer(options));
+  const int64_t parameters = model::count_parameters(*model::TemporalFusionTransformer(options));
   auto config = config_json(options, batch.size(), parameters, device, f.timed_steps, data::describe_source(source));
 
   if (!f.json) {
-    std::printf("Measuring one training step: encoder %lld, horizon %lld, hidden %lld, heads %lld, batch %lld, "
-                "%lld parameters, QAT %s, device %s, %d threads; step time is the median of %d steps\n",
-                static_cast<long long>(options.encoder_length()), static_cast<long long>(options.horizon()),
-                static_cast<long long>(options.hidden_size()), static_cast<long long>(options.attention_heads()),
-                static_cast<long long>(batch.size()), static_cast<long long>(parameters),
-                options.use_qat() ? ("on (" + std::to_string(options.weight_bits()) + "-bit weights, " +
-                                     std::to_string(options.activation_bits()) + "-bit activations)")
-                                        .c_str()
-                                  : "off",
-                device.str().c_str(), at::get_num_threads(), f.timed_steps);
+    std::printf(
+        "Measuring one training step: encoder %lld, horizon %lld, hidden %lld, heads %lld, batch %lld, "
+        "%lld parameters, QAT %s, device %s, %d threads; step time is the median of %d steps\n",
+        static_cast<long long>(options.encoder_length()), static_cast<long long>(options.horizon()),
+        static_cast<long long>(options.hidden_size()), static_cast<long long>(options.attention_heads()),
+        static_cast<long long>(batch.size()), static_cast<long long>(parameters),
+        options.use_qat() ? ("on (" + std::to_string(options.weight_bits()) + "-bit weights, " +
+                             std::to_string(options.activation_bits()) + "-bit activations)")
+                                .c_str()
+                          : "off",
+        device.str().c_str(), at::get_num_threads(), f.timed_steps);
     std::fflush(stdout);
   }
   auto report = train::measure_memory_report(options, f.train.seed, batch, f.train, policy, device, f.timed_steps);
@@ -105,8 +116,8 @@ void run_memory_report(MemoryReportFlags& f) {
 
 void add_memory_report_command(CLI::App& app) {
   auto flags = std::make_shared<MemoryReportFlags>();
-  auto* cmd = app.add_subcommand(
-      "memory-report", "Memory of one training step without and with activation checkpointing, measured");
+  auto* cmd = app.add_subcommand("memory-report",
+                                 "Memory of one training step without and with activation checkpointing, measured");
   add_bar_source_flags(*cmd, flags->data);
   add_window_flags(*cmd, flags->data);
   add_model_flags(*cmd, flags->model);
@@ -115,8 +126,7 @@ void add_memory_report_command(CLI::App& app) {
   cmd->add_option("--activation-bits", flags->qat.activation_bits, kActivationBitsHelp)->capture_default_str();
   add_training_flags(*cmd, flags->train, flags->lr_schedule);
   add_runtime_flags(*cmd, flags->runtime);
-  cmd->add_option("--checkpoint-policy", flags->checkpoint_policy,
-                  "The policy to compare against none: blocks or lstm")
+  cmd->add_option("--checkpoint-policy", flags->checkpoint_policy, "The policy to compare against none: blocks or lstm")
       ->capture_default_str();
   cmd->add_option("--timed-steps", flags->timed_steps, "Steps timed per column (the median is reported)")
       ->capture_default_str();

@@ -30,9 +30,10 @@ ModelRun open_model_run(ModelRunFlags& f) {
   finish_data_flags(f.data);
   f.runtime.apply();
   if (f.batch_size == 0) throw UsageError("--batch-size must be at least 1");
-  auto device = infer::resolve_device(f.runtime.device);
-  auto loaded = infer::load_model(f.load_model, device, infer::parse_int8_kernels(f.int8_kernels, "--int8-kernels"));
-  if (const std::string kernels = infer::describe_int8_kernels(loaded); !kernels.empty()) {
+  auto device = artifact::resolve_device(f.runtime.device);
+  auto loaded =
+      artifact::load_model(f.load_model, device, artifact::parse_int8_kernels(f.int8_kernels, "--int8-kernels"));
+  if (const std::string kernels = artifact::describe_int8_kernels(loaded); !kernels.empty()) {
     std::cerr << f.load_model << ": " << kernels << "\n";
   }
   if (f.data.source.uses_embedded_data()) {
@@ -40,7 +41,9 @@ ModelRun open_model_run(ModelRunFlags& f) {
   }
   auto dataset = data::open_dataset(f.data.source, loaded.file.dataset, &loaded.file.features,
                                     data::StoreAccess::BuildIfNeeded, print_store);
-  auto split = f.split == "train" ? data::Split::Train : f.split == "validation" ? data::Split::Validation : data::Split::Test;
+  auto split = f.split == "train"        ? data::Split::Train
+               : f.split == "validation" ? data::Split::Validation
+                                         : data::Split::Test;
   return {device, std::move(loaded), std::move(dataset), split};
 }
 

@@ -4,8 +4,8 @@
 #include <string>
 
 #include "data_flags.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/data/dataset.h"
-#include "qtft/infer/model_io.h"
 #include "run_flags.h"
 
 namespace CLI {
@@ -31,7 +31,7 @@ void add_int8_kernels_flag(CLI::App& cmd, std::string& kernels);
 // A saved model and the bars windowed exactly as when it was trained.
 struct ModelRun {
   c10::Device device;
-  infer::LoadedModel loaded;
+  artifact::LoadedModel loaded;
   data::Dataset dataset;
   data::Split split;
 };

@@ -26,9 +26,8 @@ void add_predict_command(CLI::App& app) {
     auto run = open_model_run(flags->run);
     auto table = infer::forecast_split(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);
     data::write_forecast_table(table, flags->output);
-    std::cout << "Wrote " << flags->output << ": " << table.rows() << " rows ("
-              << run.dataset.num_windows(run.split) << " " << data::split_name(run.split) << " windows x "
-              << run.dataset.options().horizon << " steps)\n";
+    std::cout << "Wrote " << flags->output << ": " << table.rows() << " rows (" << run.dataset.num_windows(run.split)
+              << " " << data::split_name(run.split) << " windows x " << run.dataset.options().horizon << " steps)\n";
   });
 }
 

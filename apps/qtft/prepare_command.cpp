@@ -6,10 +6,10 @@
 
 #include "commands.h"
 #include "data_flags.h"
+#include "qtft/artifact/model_file.h"
 #include "qtft/common/error.h"
 #include "qtft/data/dataset_summary.h"
 #include "qtft/data/feature_store.h"
-#include "qtft/infer/model_file.h"
 
 namespace qtft::cli {
 
@@ -29,10 +29,11 @@ void add_prepare_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->callback([flags] {
     auto& f = *flags;
-    if (f.data.source.uses_embedded_data()) throw UsageError("prepare needs --data FOLDER (or --parquet-file/--csv-file)");
+    if (f.data.source.uses_embedded_data())
+      throw UsageError("prepare needs --data FOLDER (or --parquet-file/--csv-file)");
     finish_data_flags(f.data);
-    std::optional<infer::ModelFile> model;
-    if (!f.load_model.empty()) model = infer::load_model_file(f.load_model);
+    std::optional<artifact::ModelFile> model;
+    if (!f.load_model.empty()) model = artifact::load_model_file(f.load_model);
     const auto& options = model ? model->dataset : f.data.dataset;
     const auto store = data::prepare_feature_store(f.data.source, options, model ? &model->features : nullptr);
     print_store(store);

@@ -6,9 +6,9 @@
 
 #include "commands.h"
 #include "model_run.h"
+#include "qtft/artifact/model_file.h"
 #include "qtft/common/error.h"
 #include "qtft/eval/evaluate.h"
-#include "qtft/infer/model_file.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/workflow.h"
 #include "run_flags.h"
@@ -42,7 +42,7 @@ void add_quantize_command(CLI::App& app) {
     auto run = open_model_run(f.run);
     auto& loaded = run.loaded;
     auto fp32 = eval::evaluate_model(loaded.model, run.dataset, run.split, f.run.batch_size, run.device);
-    infer::convert_to_qat(loaded, f.qat.weight_bits, f.qat.activation_bits, run.device);
+    artifact::convert_to_qat(loaded, f.qat.weight_bits, f.qat.activation_bits, run.device);
     if (quant::observers_frozen(*loaded.model)) {
       throw Error(f.run.load_model + ": its observers are already frozen; quantize the FP32 model instead");
     }
@@ -54,12 +54,13 @@ void add_quantize_command(CLI::App& app) {
                 quant::format_observer_table(quant::observer_stats(*loaded.model), f.qat.verbose ? 0 : 12).c_str(),
                 data::format_regime_coverage(coverage).c_str());
     auto ptq = eval::evaluate_model(loaded.model, run.dataset, run.split, f.run.batch_size, run.device);
-    std::printf("Loss on the %s split: source model %.5f, quantized (%lld-bit weights, %lld-bit activations) %.5f (%+.2f%%)\n",
-                data::split_name(run.split), fp32.loss, static_cast<long long>(f.qat.weight_bits), static_cast<long long>(f.qat.activation_bits),
-                ptq.loss, 100.0 * (ptq.loss - fp32.loss) / fp32.loss);
-    infer::ModelFile out{loaded.model->options(), loaded.file.features, loaded.file.dataset,
-                         infer::named_weights(*loaded.model), std::nullopt};
-    infer::save_model_file(f.save_model, out);
+    std::printf(
+        "Loss on the %s split: source model %.5f, quantized (%lld-bit weights, %lld-bit activations) %.5f (%+.2f%%)\n",
+        data::split_name(run.split), fp32.loss, static_cast<long long>(f.qat.weight_bits),
+        static_cast<long long>(f.qat.activation_bits), ptq.loss, 100.0 * (ptq.loss - fp32.loss) / fp32.loss);
+    artifact::ModelFile out{loaded.model->options(), loaded.file.features, loaded.file.dataset,
+                            artifact::named_weights(*loaded.model), std::nullopt};
+    artifact::save_model_file(f.save_model, out);
     std::printf("Saved %s\n", f.save_model.c_str());
   });
 }

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "qtft/common/error.h"
+#include "qtft/common/format.h"
 #include "qtft/io/atomic_file.h"
 
 namespace qtft::cli {
@@ -66,7 +67,8 @@ void add_qat_flags(CLI::App& cmd, QatFlags& f) {
 }
 
 void add_runtime_flags(CLI::App& cmd, RuntimeFlags& f) {
-  cmd.add_option("--device", f.device, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+  cmd.add_option("--device", f.device, "cpu, cuda or auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   cmd.add_option("--threads", f.threads, "CPU threads for LibTorch (0: its default)")->capture_default_str();
 }
@@ -95,7 +97,8 @@ void add_checkpoint_flags(CLI::App& cmd, CheckpointFlags& f) {
                  "With --use-gradient-checkpointing: blocks (each TFT block), lstm (blocks, and the encoder LSTM "
                  "per time chunk) or auto (measure, then the least recomputation that fits --memory-budget); "
                  "default blocks");
-  cmd.add_option("--memory-budget", f.memory_budget, "With --checkpoint-policy auto: the step's peak to fit, e.g. 4GiB");
+  cmd.add_option("--memory-budget", f.memory_budget,
+                 "With --checkpoint-policy auto: the step's peak to fit, e.g. 4GiB");
 }
 
 void CheckpointFlags::apply_to(train::TrainOptions& options) const {
@@ -114,7 +117,7 @@ void CheckpointFlags::apply_to(train::TrainOptions& options) const {
     throw UsageError("--checkpoint-policy none contradicts --use-gradient-checkpointing; drop one of them");
   }
   options.checkpoint_policy = policy_value;
-  options.memory_budget_bytes = memory_budget.empty() ? 0 : memory::parse_byte_size(memory_budget, "--memory-budget");
+  options.memory_budget_bytes = memory_budget.empty() ? 0 : parse_byte_size(memory_budget, "--memory-budget");
   options.validate();
 }
 

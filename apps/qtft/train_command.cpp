@@ -10,25 +10,26 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "data_flags.h"
 #include "exit_code.h"
 #include "interrupt.h"
 #include "local_launch.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/dataset_summary.h"
 #include "qtft/dist/collective.h"
 #include "qtft/dist/environment.h"
 #include "qtft/eval/baselines.h"
-#include "qtft/eval/compare_accuracy.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/io/atomic_file.h"
+#include "qtft/model/model_building.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
+#include "qtft/train/compare_accuracy.h"
 #include "qtft/train/trainer.h"
 #include "qtft/train/workflow.h"
 #include "run_flags.h"
@@ -76,15 +77,16 @@ nlohmann::json run_record(const TrainFlags& f, const std::string& save_path, int
 
 // --resume: what the command line leaves out comes from the checkpoint's record: the data,
 // the save path and the epoch budget of the original run. Returns the checkpoint, read once.
-infer::ModelFile continue_recorded_run(TrainFlags& f, bool print, int64_t ranks) {
-  auto file = infer::load_model_file(f.load_model);
+artifact::ModelFile continue_recorded_run(TrainFlags& f, bool print, int64_t ranks) {
+  auto file = artifact::load_model_file(f.load_model);
   if (!file.training) throw Error(f.load_model + ": holds no training state to --resume from");
   const auto& record = file.training->run;
   try {
     if (!f.epochs_given && file.training->config.contains("epochs")) {
       f.train.epochs = file.training->config.at("epochs").get<int64_t>();
     }
-    if (f.save_model.empty() && record.contains("save_model")) f.save_model = record.at("save_model").get<std::string>();
+    if (f.save_model.empty() && record.contains("save_model"))
+      f.save_model = record.at("save_model").get<std::string>();
     if (f.data.source.uses_embedded_data() && record.contains("data")) {
       const auto& d = record.at("data");
       auto& src = f.data.source;
@@ -109,16 +111,17 @@ infer::ModelFile continue_recorded_run(TrainFlags& f, bool print, int64_t ranks)
                  "differ from those of the run never stopped\n",
                  f.load_model.c_str(), static_cast<long long>(saved_ranks), static_cast<long long>(ranks));
   }
-  if (print) std::cout << "Continuing the run of " << f.load_model << ": " << f.train.epochs << " epochs"
-            << (f.save_model.empty() ? "" : ", saving to " + f.save_model) << "\n";
+  if (print)
+    std::cout << "Continuing the run of " << f.load_model << ": " << f.train.epochs << " epochs"
+              << (f.save_model.empty() ? "" : ", saving to " + f.save_model) << "\n";
   return file;
 }
 
 // Saves with Ctrl-C held back, so a signal cannot leave a half-written temporary behind; a
 // signal that came meanwhile is acted on once the file is in place.
-void save_whole(const std::string& path, const infer::ModelFile& file) {
+void save_whole(const std::string& path, const artifact::ModelFile& file) {
   SignalsHeld held;
-  infer::save_model_file(path, file);
+  artifact::save_model_file(path, file);
 }
 
 constexpr const char* kInterruptedFile = "qtft-interrupted.safetensors";
@@ -129,11 +132,12 @@ void print_config(const model::TftOptions& m, const train::TrainOptions& t, int6
   std::printf("Model: TFT hidden %lld, heads %lld, lstm layers %lld, dropout %.2f, quantiles %s; %lld parameters\n",
               static_cast<long long>(m.hidden_size()), static_cast<long long>(m.attention_heads()),
               static_cast<long long>(m.lstm_layers()), m.dropout(), q.c_str(), static_cast<long long>(parameters));
-  std::printf("Training: %lld epochs, batch %zu, Adam lr %g, weight decay %g, clip %g, schedule %s, patience %lld, "
-              "seed %llu, device %s\n",
-              static_cast<long long>(t.epochs), t.batch_size, t.learning_rate, t.weight_decay, t.clip_norm,
-              train::lr_schedule_name(t.lr_schedule), static_cast<long long>(t.patience),
-              static_cast<unsigned long long>(t.seed), device.str().c_str());
+  std::printf(
+      "Training: %lld epochs, batch %zu, Adam lr %g, weight decay %g, clip %g, schedule %s, patience %lld, "
+      "seed %llu, device %s\n",
+      static_cast<long long>(t.epochs), t.batch_size, t.learning_rate, t.weight_decay, t.clip_norm,
+      train::lr_schedule_name(t.lr_schedule), static_cast<long long>(t.patience),
+      static_cast<unsigned long long>(t.seed), device.str().c_str());
   if (t.checkpoint_policy != memory::CheckpointPolicy::None) {
     std::string what = "the same numbers as without, bit for bit; less memory, more time";
     if (t.checkpoint_policy == memory::CheckpointPolicy::Auto) {
@@ -144,10 +148,10 @@ void print_config(const model::TftOptions& m, const train::TrainOptions& t, int6
                 what.c_str());
   }
   if (m.use_qat()) {
-    std::printf("QAT: weights %lld-bit per channel (symmetric), activations %lld-bit per tensor (moving-average "
-                "observers, constant %g)\n",
-                static_cast<long long>(m.weight_bits()), static_cast<long long>(m.activation_bits()),
-                m.observer_averaging());
+    std::printf(
+        "QAT: weights %lld-bit per channel (symmetric), activations %lld-bit per tensor (moving-average "
+        "observers, constant %g)\n",
+        static_cast<long long>(m.weight_bits()), static_cast<long long>(m.activation_bits()), m.observer_averaging());
   }
 }
 
@@ -164,7 +168,7 @@ class ConsolePrinter : public train::TrainingEvents {
     std::cout << "Data: " << data::describe_source(source_) << "\n" << data::summarize_dataset(dataset);
   }
   void model_ready(const model::TemporalFusionTransformer& model, const train::TrainOptions& train) override {
-    print_config(model->options(), train, infer::count_parameters(*model.ptr()), device_);
+    print_config(model->options(), train, model::count_parameters(*model.ptr()), device_);
   }
   void calibration_started(int64_t batches) override {
     std::printf("Starting QAT calibration (%lld batches)...\n", static_cast<long long>(batches));
@@ -186,10 +190,11 @@ class ConsolePrinter : public train::TrainingEvents {
   }
   void two_phase_planned(const train::TwoPhasePlan& plan) override { std::printf("%s\n", plan.describe().c_str()); }
   void qat_phase_started(const train::TwoPhasePlan& plan, int64_t fp32_best_epoch) override {
-    std::printf("FP32 phase done (best epoch %lld); QAT phase: those weights fake-quantized at %lld-bit weights, "
-                "%lld-bit activations, learning rate %g\n",
-                static_cast<long long>(fp32_best_epoch), static_cast<long long>(plan.weight_bits),
-                static_cast<long long>(plan.activation_bits), plan.learning_rate);
+    std::printf(
+        "FP32 phase done (best epoch %lld); QAT phase: those weights fake-quantized at %lld-bit weights, "
+        "%lld-bit activations, learning rate %g\n",
+        static_cast<long long>(fp32_best_epoch), static_cast<long long>(plan.weight_bits),
+        static_cast<long long>(plan.activation_bits), plan.learning_rate);
     std::fflush(stdout);
   }
   void update_planned(const train::UpdateOrigin& update) override {
@@ -199,7 +204,7 @@ class ConsolePrinter : public train::TrainingEvents {
                   format_utc(a.last_bar_ns).c_str());
     }
   }
-  void resumed(const infer::TrainingState& st) override {
+  void resumed(const artifact::TrainingState& st) override {
     std::printf("Resuming after epoch %lld, batch %lld (step %lld)\n", static_cast<long long>(st.epochs_completed),
                 static_cast<long long>(st.batches_done_in_epoch), static_cast<long long>(st.global_step));
   }
@@ -226,7 +231,7 @@ std::string comparison_budget(const TrainFlags& f) {
 
 void run_compare_accuracy(const TrainFlags& f) {
   comparison_budget(f);  // flags before data
-  auto device = infer::resolve_device(f.runtime.device);
+  auto device = artifact::resolve_device(f.runtime.device);
   const auto& source = f.data.source;
   if (source.uses_embedded_data()) {
     std::cout << "No --parquet-file or --csv-file given: comparing on the " << data::describe_source(source) << "\n";
@@ -234,17 +239,18 @@ void run_compare_accuracy(const TrainFlags& f) {
   auto shared_dataset = std::make_shared<const data::Dataset>(
       data::open_dataset(source, f.data.dataset, nullptr, data::StoreAccess::BuildIfNeeded, print_store));
   const auto& dataset = *shared_dataset;
-  model::TftOptions options = infer::model_options_for(dataset);
+  model::TftOptions options = model::model_options_for(dataset);
   f.model.apply_to(options);
-  eval::CompareOptions compare{options, f.train, f.qat, device};
+  train::CompareOptions compare{options, f.train, f.qat, device};
   compare.train.freeze_observers_after_epochs = 0;
-  print_config(options, f.train, infer::count_parameters(*model::TemporalFusionTransformer(options)), device);
-  std::printf("Comparing FP32, PTQ, QAT (two-phase, frozen) and QAT (live) at %lld-bit weights, %lld-bit activations; "
-              "%s\n",
-              static_cast<long long>(f.qat.weight_bits), static_cast<long long>(f.qat.activation_bits),
-              comparison_budget(f).c_str());
+  print_config(options, f.train, model::count_parameters(*model::TemporalFusionTransformer(options)), device);
+  std::printf(
+      "Comparing FP32, PTQ, QAT (two-phase, frozen) and QAT (live) at %lld-bit weights, %lld-bit activations; "
+      "%s\n",
+      static_cast<long long>(f.qat.weight_bits), static_cast<long long>(f.qat.activation_bits),
+      comparison_budget(f).c_str());
   auto progress = train::make_console_progress(stdout, stdout_is_terminal());
-  auto rows = eval::compare_accuracy(
+  auto rows = train::compare_accuracy(
       shared_dataset, compare, *progress,
       [](const std::string& line) {
         std::printf("%s\n", line.c_str());
@@ -252,13 +258,17 @@ void run_compare_accuracy(const TrainFlags& f) {
       },
       interrupt_requested);
   std::printf("\nAccuracy comparison (validation split, best epoch of each):\n%s",
-              eval::format_comparison(rows).c_str());
+              train::format_comparison(rows).c_str());
   if (!f.metrics_json.empty()) {
-    nlohmann::json j{{"config", {{"model", model::to_json(options)}, {"training", train::to_json(f.train)},
-                                 {"weight_bits", f.qat.weight_bits}, {"activation_bits", f.qat.activation_bits},
-                                 {"calibration_batches", f.qat.calibration_batches},
-                                 {"qat_live_epochs", f.qat.live_epochs}, {"data", data::describe_source(source)}}},
-                     {"models", eval::to_json(rows)}};
+    nlohmann::json j{{"config",
+                      {{"model", model::to_json(options)},
+                       {"training", train::to_json(f.train)},
+                       {"weight_bits", f.qat.weight_bits},
+                       {"activation_bits", f.qat.activation_bits},
+                       {"calibration_batches", f.qat.calibration_batches},
+                       {"qat_live_epochs", f.qat.live_epochs},
+                       {"data", data::describe_source(source)}}},
+                     {"models", train::to_json(rows)}};
     io::write_file_atomically(f.metrics_json, j.dump(2) + "\n");
   }
 }
@@ -295,7 +305,8 @@ void finish_train_flags(TrainFlags& f) {
 std::shared_ptr<dist::Collective> join_data_parallel_group(const TrainFlags& f, std::chrono::milliseconds timeout) {
   auto env = dist::distributed_environment();
   if (!env) return nullptr;
-  if (f.qat.compare_accuracy) throw UsageError("--compare-accuracy trains its models in one process: run it without torchrun");
+  if (f.qat.compare_accuracy)
+    throw UsageError("--compare-accuracy trains its models in one process: run it without torchrun");
   // c10d logs every failed connection attempt, with a C++ backtrace; the error qtft prints
   // names the rank, the operation and the cause. The program's choice, not the library's;
   // TORCH_CPP_LOG_LEVEL, when the user sets it, still decides.
@@ -320,7 +331,8 @@ int launch_local_workers(TrainFlags& f, std::chrono::milliseconds dist_timeout) 
 }
 
 void run_train(TrainFlags& f) {
-  if (f.dist_timeout_s < 1) throw UsageError("--dist-timeout must be at least 1 second, got " + std::to_string(f.dist_timeout_s));
+  if (f.dist_timeout_s < 1)
+    throw UsageError("--dist-timeout must be at least 1 second, got " + std::to_string(f.dist_timeout_s));
   const std::chrono::milliseconds dist_timeout(f.dist_timeout_s * 1000);
   if (f.nproc > 1) throw ExitCode{launch_local_workers(f, dist_timeout)};
   // First of all: a Ctrl-C while the data loads still ends in a checkpoint after one step.
@@ -335,10 +347,10 @@ void run_train(TrainFlags& f) {
     run_compare_accuracy(f);
     return;
   }
-  std::optional<infer::ModelFile> checkpoint;
+  std::optional<artifact::ModelFile> checkpoint;
   if (f.resume && !f.load_model.empty()) checkpoint = continue_recorded_run(f, leader, ranks);
   finish_data_flags(f.data);
-  auto device = infer::resolve_device(f.runtime.device);
+  auto device = artifact::resolve_device(f.runtime.device);
   if (group && device.is_cuda()) {
     if (f.runtime.device != "auto") {
       throw UsageError("--device cuda: data-parallel training runs on CPU (Gloo) for now; NCCL is not built yet");
@@ -356,10 +368,11 @@ void run_train(TrainFlags& f) {
   if (leader && !f.save_model.empty()) lock.emplace(f.save_model);
   if (group && leader) {
     const int threads = at::get_num_threads();
-    std::printf("Data parallel: %lld ranks (Gloo), %d thread%s each; every step takes %zu windows per rank, %zu in "
-                "all\n",
-                static_cast<long long>(ranks), threads, threads == 1 ? "" : "s", f.train.batch_size,
-                f.train.batch_size * static_cast<size_t>(ranks));
+    std::printf(
+        "Data parallel: %lld ranks (Gloo), %d thread%s each; every step takes %zu windows per rank, %zu in "
+        "all\n",
+        static_cast<long long>(ranks), threads, threads == 1 ? "" : "s", f.train.batch_size,
+        f.train.batch_size * static_cast<size_t>(ranks));
   }
 
   const auto& source = f.data.source;
@@ -380,10 +393,10 @@ void run_train(TrainFlags& f) {
   f.train = run.train;
   auto& model = run.model;
   const auto& baselines = run.baselines;
-  const auto parameters = infer::count_parameters(*model);
+  const auto parameters = model::count_parameters(*model);
 
-  auto progress = leader ? train::make_console_progress(stdout, stdout_is_terminal())
-                         : std::make_unique<train::ProgressReporter>();
+  auto progress =
+      leader ? train::make_console_progress(stdout, stdout_is_terminal()) : std::make_unique<train::ProgressReporter>();
   auto result = train::fit_training(run, *progress, leader ? static_cast<train::TrainingEvents&>(printer) : quiet,
                                     interrupt_requested);
   // The other ranks wait until rank 0's files are complete: a launcher that sees one
@@ -411,8 +424,10 @@ void run_train(TrainFlags& f) {
                  path.c_str(), path.c_str(), static_cast<long long>(f.train.epochs));
     if (group) {
       const auto n = static_cast<long long>(ranks);
-      std::fprintf(stderr, "(on %lld ranks, as this run: add --nproc %lld, or launch it with torchrun --nproc-per-node "
-                   "%lld --no-python)\n", n, n, n);
+      std::fprintf(stderr,
+                   "(on %lld ranks, as this run: add --nproc %lld, or launch it with torchrun --nproc-per-node "
+                   "%lld --no-python)\n",
+                   n, n, n);
     }
     throw ExitCode{130};
   }
@@ -422,7 +437,7 @@ void run_train(TrainFlags& f) {
     return;
   }
   // Report the best epoch's model, which is also what the file holds.
-  infer::copy_weights_into(*model, out.weights, "best weights");
+  artifact::copy_weights_into(*model, out.weights, "best weights");
   const auto& best = result.best_val;
   const double baseline = baselines.best().loss;
   std::printf(
@@ -430,15 +445,17 @@ void run_train(TrainFlags& f) {
       "RMSE %.5f, MAE %.5f, P50 %.4f, P90 %.4f; %lld parameters; %.1f s\n",
       static_cast<long long>(result.best_epoch), static_cast<long long>(result.epochs_completed),
       result.stopped_early ? " (stopped early)" : "", best.loss, baseline, baselines.best_name().c_str(),
-      best.loss < baseline ? "better" : "WORSE", 100.0 * std::abs(baseline - best.loss) / baseline, best.rmse,
-      best.mae, best.p50, best.p90, static_cast<long long>(parameters), result.train_seconds);
+      best.loss < baseline ? "better" : "WORSE", 100.0 * std::abs(baseline - best.loss) / baseline, best.rmse, best.mae,
+      best.p50, best.p90, static_cast<long long>(parameters), result.train_seconds);
   if (!f.save_model.empty()) {
     save_whole(f.save_model, out);
     std::cout << "Saved " << f.save_model << "\n";
   }
   if (!f.metrics_json.empty()) {
-    nlohmann::json j{{"config", {{"model", model::to_json(model->options())}, {"training", train::to_json(f.train)},
-                                 {"data", data::describe_source(source)}}},
+    nlohmann::json j{{"config",
+                      {{"model", model::to_json(model->options())},
+                       {"training", train::to_json(f.train)},
+                       {"data", data::describe_source(source)}}},
                      {"epochs", state.history},
                      {"best_epoch", result.best_epoch},
                      {"val_loss", best.loss},
@@ -458,7 +475,8 @@ void run_train(TrainFlags& f) {
   if (interrupt_requested()) {
     // The signal came after the last step: the files above are complete, but say so.
     std::fprintf(stderr, "qtft: interrupted while finishing; %s\n",
-                 f.save_model.empty() ? "nothing was being saved" : ("the model was saved completely to " + f.save_model).c_str());
+                 f.save_model.empty() ? "nothing was being saved"
+                                      : ("the model was saved completely to " + f.save_model).c_str());
     throw ExitCode{130};
   }
 }

@@ -9,10 +9,10 @@
 #include "commands.h"
 #include "data_flags.h"
 #include "exit_code.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/data/bar_source.h"
 #include "qtft/eval/drift_watch.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/io/atomic_file.h"
 #include "run_flags.h"
 
@@ -28,8 +28,9 @@ void add_watch_command(CLI::App& app) {
   auto flags = std::make_shared<Flags>();
   flags->runtime.device = "cpu";
   auto* cmd = app.add_subcommand(
-      "watch", "Check a deployed model on recent bars: against its recorded validation loss, the naive baselines and "
-               "a reference model; exit 0 ok, 3 degraded, 4 no better than naive, 5 roll back");
+      "watch",
+      "Check a deployed model on recent bars: against its recorded validation loss, the naive baselines and "
+      "a reference model; exit 0 ok, 3 degraded, 4 no better than naive, 5 roll back");
   cmd->add_option("--load-model", flags->load_model, "The deployed model (saved by qtft train)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -47,18 +48,19 @@ void add_watch_command(CLI::App& app) {
   add_runtime_flags(*cmd, flags->runtime);
   cmd->callback([flags] {
     auto& f = *flags;
-    if (f.data.source.uses_embedded_data()) throw UsageError("watch needs --parquet-file or --csv-file (the recent bars)");
+    if (f.data.source.uses_embedded_data())
+      throw UsageError("watch needs --parquet-file or --csv-file (the recent bars)");
     if (!(f.drift.degraded_pct >= 0)) throw UsageError("--degraded-pct must not be negative");
     if (!(f.drift.rollback_pct >= 0)) throw UsageError("--rollback-pct must not be negative");
     finish_data_flags(f.data);
     f.runtime.apply();
-    f.drift.device = infer::resolve_device(f.runtime.device);
-    auto model = infer::load_model(f.load_model, f.drift.device);
+    f.drift.device = artifact::resolve_device(f.runtime.device);
+    auto model = artifact::load_model(f.load_model, f.drift.device);
     if (!model.file.training) {
       throw Error(f.load_model + ": records no validation loss (no training state): watch compares against it");
     }
-    std::optional<infer::LoadedModel> reference;
-    if (!f.reference.empty()) reference = infer::load_model(f.reference, f.drift.device);
+    std::optional<artifact::LoadedModel> reference;
+    if (!f.reference.empty()) reference = artifact::load_model(f.reference, f.drift.device);
     const auto bars = data::load_bars(f.data.source);
     const auto report = eval::watch_drift(model, bars, f.drift, reference ? &*reference : nullptr, f.reference);
     std::printf("%s on %s (the newer half of each series' bars):\n%s", f.load_model.c_str(),

@@ -5,10 +5,13 @@
 #include <qtft/data/bars.h>
 #include <qtft/infer/forecast_report.h>
 #include <qtft/infer/forecaster.h>
+#include <qtft/version.h>
 
 #include <cstdio>
 #include <exception>
 #include <string>
+
+static_assert(QTFT_VERSION >= QTFT_MAKE_VERSION(0, 1, 0), "forecast_latest needs qtft 0.1 or later");
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -18,7 +21,8 @@ int main(int argc, char** argv) {
   try {
     const std::string bars_path = argv[2];
     auto forecaster = qtft::infer::Forecaster::load(argv[1]);
-    auto bars = bars_path.ends_with(".csv") ? qtft::data::read_bars_csv(bars_path) : qtft::data::read_bars_parquet(bars_path);
+    auto bars =
+        bars_path.ends_with(".csv") ? qtft::data::read_bars_csv(bars_path) : qtft::data::read_bars_parquet(bars_path);
     auto forecasts = forecaster.forecast(bars.series);
     std::fputs(qtft::infer::format_forecasts(forecasts).c_str(), stdout);
     return 0;

@@ -46,8 +46,8 @@ auto with_parquet_reader(const std::string& path, F&& use) {
   require_file(path);
   auto input = unwrap(arrow::io::ReadableFile::Open(path), path, "cannot open");
   try {
-    auto reader = unwrap(parquet::arrow::OpenFile(input, arrow::default_memory_pool()), path,
-                         "not a valid Parquet file");
+    auto reader =
+        unwrap(parquet::arrow::OpenFile(input, arrow::default_memory_pool()), path, "not a valid Parquet file");
     return use(*reader);
   } catch (const parquet::ParquetException& e) {
     throw Error(path + ": not a valid Parquet file: " + e.what());
@@ -77,20 +77,19 @@ std::shared_ptr<arrow::Table> read_csv_table(const std::string& path) {
   // Arrow reads "nan" and "NaN" as null by default; we keep them as numbers so that the
   // error says the value is not finite, which is what the user wrote.
   convert_options.null_values = {"", "NULL", "null", "NA", "N/A", "#N/A"};
-  auto reader = unwrap(arrow::csv::TableReader::Make(arrow::io::IOContext(), input, read_options,
-                                                     parse_options, convert_options),
-                       path, "cannot read CSV");
+  auto reader =
+      unwrap(arrow::csv::TableReader::Make(arrow::io::IOContext(), input, read_options, parse_options, convert_options),
+             path, "cannot read CSV");
   return unwrap(reader->Read(), path, "cannot read CSV");
 }
 
 void write_parquet_table(const arrow::Table& table, const std::string& path) {
   io::AtomicFile file(path);
-  auto sink = unwrap(arrow::io::FileOutputStream::Open(file.temp_path().string()), path,
-                     "cannot create");
+  auto sink = unwrap(arrow::io::FileOutputStream::Open(file.temp_path().string()), path, "cannot create");
   auto props = parquet::WriterProperties::Builder().compression(parquet::Compression::SNAPPY)->build();
   try {
-    check(parquet::arrow::WriteTable(table, arrow::default_memory_pool(), sink, 64 * 1024, props),
-          path, "cannot write Parquet");
+    check(parquet::arrow::WriteTable(table, arrow::default_memory_pool(), sink, 64 * 1024, props), path,
+          "cannot write Parquet");
   } catch (const parquet::ParquetException& e) {
     throw Error(path + ": cannot write Parquet: " + e.what());
   }
@@ -99,8 +98,7 @@ void write_parquet_table(const arrow::Table& table, const std::string& path) {
 }
 
 std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
-  arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::NANO, "UTC"),
-                             arrow::default_memory_pool());
+  arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::NANO, "UTC"), arrow::default_memory_pool());
   arrow::StringBuilder symbol;
   arrow::DoubleBuilder open, high, low, close, volume;
   const std::string where = "writing bars";
@@ -138,10 +136,8 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
 
 void write_csv_table(const arrow::Table& table, const std::string& path) {
   io::AtomicFile file(path);
-  auto sink = unwrap(arrow::io::FileOutputStream::Open(file.temp_path().string()), path,
-                     "cannot create");
-  check(arrow::csv::WriteCSV(table, arrow::csv::WriteOptions::Defaults(), sink.get()), path,
-        "cannot write CSV");
+  auto sink = unwrap(arrow::io::FileOutputStream::Open(file.temp_path().string()), path, "cannot create");
+  check(arrow::csv::WriteCSV(table, arrow::csv::WriteOptions::Defaults(), sink.get()), path, "cannot write CSV");
   check(sink->Close(), path, "cannot close");
   file.commit();
 }
@@ -158,8 +154,6 @@ void write_bars_parquet(const BarSet& bars, const std::string& path) {
   write_parquet_table(*bars_to_table(bars), path);
 }
 
-void write_bars_csv(const BarSet& bars, const std::string& path) {
-  write_csv_table(*bars_to_table(bars), path);
-}
+void write_bars_csv(const BarSet& bars, const std::string& path) { write_csv_table(*bars_to_table(bars), path); }
 
 }  // namespace qtft::data

@@ -36,8 +36,7 @@ std::string describe_source(const BarSource& source) {
   if (!source.parquet_file.empty()) return source.parquet_file;
   if (!source.csv_file.empty()) return source.csv_file;
   return "embedded synthetic data (" + std::to_string(source.synthetic.rows) + " bars, " +
-         std::to_string(source.synthetic.symbols) + " symbols, seed " +
-         std::to_string(source.synthetic.seed) + ")";
+         std::to_string(source.synthetic.symbols) + " symbols, seed " + std::to_string(source.synthetic.seed) + ")";
 }
 
 }  // namespace qtft::data

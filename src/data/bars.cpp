@@ -88,7 +88,8 @@ void validate_series(const BarSeries& s, const std::string& source) {
       check_price(i, "open", s.open[i]);
       check_price(i, "high", s.high[i]);
       check_price(i, "low", s.low[i]);
-      if (s.high[i] < s.low[i]) fail(i, "high " + format_number(s.high[i]) + " is below low " + format_number(s.low[i]));
+      if (s.high[i] < s.low[i])
+        fail(i, "high " + format_number(s.high[i]) + " is below low " + format_number(s.low[i]));
     }
     if (!s.volume.empty()) {
       if (!std::isfinite(s.volume[i])) fail(i, "volume " + format_number(s.volume[i]) + " is not finite");

@@ -3,8 +3,8 @@
 #include <arrow/api.h>
 #include <arrow/util/value_parsing.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <unordered_map>
@@ -26,9 +26,7 @@ struct Column {
   [[noreturn]] void fail_at(int64_t row, const std::string& what) const {
     throw Error(source + ": column '" + name + "', row " + std::to_string(row + 1) + ": " + what);
   }
-  [[noreturn]] void fail(const std::string& what) const {
-    throw Error(source + ": column '" + name + "': " + what);
-  }
+  [[noreturn]] void fail(const std::string& what) const { throw Error(source + ": column '" + name + "': " + what); }
   void reject_nulls() const {
     int64_t offset = 0;
     for (const auto& chunk : array->chunks()) {
@@ -73,17 +71,14 @@ std::vector<double> numeric_values(const Column& col) {
     case arrow::Type::UINT32: copy_numeric<arrow::UInt32Type>(col, out); break;
     case arrow::Type::UINT16: copy_numeric<arrow::UInt16Type>(col, out); break;
     case arrow::Type::UINT8: copy_numeric<arrow::UInt8Type>(col, out); break;
-    default:
-      col.fail("has type " + col.array->type()->ToString() + ", expected a number");
+    default: col.fail("has type " + col.array->type()->ToString() + ", expected a number");
   }
   return out;
 }
 
 int64_t scale_to_ns(const Column& col, int64_t row, int64_t value, int64_t factor) {
-  if (value > std::numeric_limits<int64_t>::max() / factor ||
-      value < std::numeric_limits<int64_t>::min() / factor) {
-    col.fail_at(row, "timestamp " + std::to_string(value) +
-                         " is outside the representable range (years 1677 to 2262)");
+  if (value > std::numeric_limits<int64_t>::max() / factor || value < std::numeric_limits<int64_t>::min() / factor) {
+    col.fail_at(row, "timestamp " + std::to_string(value) + " is outside the representable range (years 1677 to 2262)");
   }
   return value * factor;
 }
@@ -229,9 +224,7 @@ SymbolCodes symbol_values(const Column& col) {
   const auto& type = *col.array->type();
   switch (type.id()) {
     case arrow::Type::STRING: intern_strings<arrow::StringArray>(col, interner, out.codes); break;
-    case arrow::Type::LARGE_STRING:
-      intern_strings<arrow::LargeStringArray>(col, interner, out.codes);
-      break;
+    case arrow::Type::LARGE_STRING: intern_strings<arrow::LargeStringArray>(col, interner, out.codes); break;
     case arrow::Type::DICTIONARY:
       for_each_chunk<arrow::DictionaryArray>(col, [&](const auto& a, int64_t offset) {
         auto dict = a.dictionary();
@@ -253,8 +246,7 @@ SymbolCodes symbol_values(const Column& col) {
       }
       break;
     }
-    default:
-      col.fail("has type " + type.ToString() + ", expected text or integer symbols");
+    default: col.fail("has type " + type.ToString() + ", expected text or integer symbols");
   }
   return out;
 }
@@ -272,8 +264,7 @@ std::string column_list(const arrow::Table& table) {
 
 }  // namespace
 
-BarSet bars_from_table(const arrow::Table& table, const std::string& source,
-                       const BarReadOptions& options) {
+BarSet bars_from_table(const arrow::Table& table, const std::string& source, const BarReadOptions& options) {
   const auto& names = options.columns;
   if (table.num_rows() == 0) throw Error(source + ": the file holds no rows");
   // Arrow finds no column by a name that two columns share; say so rather than "missing".
@@ -287,27 +278,23 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source,
   auto require = [&](const std::string& name, const std::string& role) {
     const auto* col = find_column(table, name);
     if (!col) {
-      throw Error(source + ": missing " + role + " column '" + name + "' (columns: " +
-                  column_list(table) + ")");
+      throw Error(source + ": missing " + role + " column '" + name + "' (columns: " + column_list(table) + ")");
     }
     return Column{source, name, col};
   };
-  auto optional = [&](const std::string& name) {
-    return Column{source, name, find_column(table, name)};
-  };
+  auto optional = [&](const std::string& name) { return Column{source, name, find_column(table, name)}; };
 
   Column ts_col = require(names.timestamp, "timestamp");
   Column close_col = optional(names.close);
   if (!close_col.array && names.close == "close") close_col = optional("price");
   if (!close_col.array) close_col = require(names.close, "close (or price)");
-  Column open_col = optional(names.open), high_col = optional(names.high),
-         low_col = optional(names.low), volume_col = optional(names.volume),
-         symbol_col = optional(names.symbol);
+  Column open_col = optional(names.open), high_col = optional(names.high), low_col = optional(names.low),
+         volume_col = optional(names.volume), symbol_col = optional(names.symbol);
 
   int range_columns = !!open_col.array + !!high_col.array + !!low_col.array;
   if (range_columns != 0 && range_columns != 3) {
-    throw Error(source + ": has only some of the columns '" + names.open + "', '" + names.high +
-                "', '" + names.low + "'; give all three or none (close-only data)");
+    throw Error(source + ": has only some of the columns '" + names.open + "', '" + names.high + "', '" + names.low +
+                "'; give all three or none (close-only data)");
   }
 
   BarSet bars;
@@ -371,8 +358,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source,
       check_price(high_col, row, high[r]);
       check_price(low_col, row, low[r]);
       if (high[r] < low[r]) {
-        high_col.fail_at(row, "high " + format_number(high[r]) + " is below low " +
-                                  format_number(low[r]));
+        high_col.fail_at(row, "high " + format_number(high[r]) + " is below low " + format_number(low[r]));
       }
     }
     if (bars.has_volume) {
@@ -386,10 +372,9 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source,
     if (last_row[code] >= 0) {
       int64_t prev = series.timestamp_ns.back();
       if (ts[r] <= prev) {
-        ts_col.fail_at(row, std::string(ts[r] == prev ? "duplicate" : "unsorted") + " timestamp " +
-                                format_utc(ts[r]) + " for symbol '" + series.symbol +
-                                "': row " + std::to_string(last_row[code] + 1) + " has " +
-                                format_utc(prev));
+        ts_col.fail_at(row, std::string(ts[r] == prev ? "duplicate" : "unsorted") + " timestamp " + format_utc(ts[r]) +
+                                " for symbol '" + series.symbol + "': row " + std::to_string(last_row[code] + 1) +
+                                " has " + format_utc(prev));
       }
     }
     last_row[code] = row;

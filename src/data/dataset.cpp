@@ -26,8 +26,8 @@ struct Moments {
 };
 
 std::array<int64_t, 4> split_bounds(int64_t rows, const DatasetOptions& o) {
-  auto train_end = static_cast<int64_t>(
-      std::floor(static_cast<double>(rows) * (1.0 - o.validation_fraction - o.test_fraction)));
+  auto train_end =
+      static_cast<int64_t>(std::floor(static_cast<double>(rows) * (1.0 - o.validation_fraction - o.test_fraction)));
   auto val_end = static_cast<int64_t>(std::floor(static_cast<double>(rows) * (1.0 - o.test_fraction)));
   return {0, train_end, val_end, rows};
 }
@@ -52,7 +52,8 @@ void check_spec_matches(bool has_range, bool has_volume, const std::string& sour
   check_feature_names(spec, source + ": the model");
   // A file may carry more columns than the model uses (volume, say); it may not carry fewer.
   if (spec_uses_range(spec) && !has_range) {
-    throw Error(source + ": the model was trained on open/high/low bars (inputs hl_range, close_open) but this "
+    throw Error(source +
+                ": the model was trained on open/high/low bars (inputs hl_range, close_open) but this "
                 "file has only close prices");
   }
   if (spec_uses_volume(spec) && !has_volume) {
@@ -60,8 +61,7 @@ void check_spec_matches(bool has_range, bool has_volume, const std::string& sour
   }
 }
 
-void normalize_into(const std::vector<double>& raw, const std::vector<FeatureStats>& stats,
-                    std::vector<float>& out) {
+void normalize_into(const std::vector<double>& raw, const std::vector<FeatureStats>& stats, std::vector<float>& out) {
   out.resize(raw.size());
   const size_t width = stats.size();
   for (size_t i = 0; i < raw.size(); ++i) {
@@ -115,7 +115,8 @@ FeatureSpec SpecFitter::finish() const {
   for (size_t j = 0; j < observed_count_; ++j) {
     spec.observed.push_back({observed_names[j], observed[j].mean, observed[j].std_or_one()});
   }
-  for (size_t j = 0; j < known_count_; ++j) spec.known.push_back({known_names[j], known[j].mean, known[j].std_or_one()});
+  for (size_t j = 0; j < known_count_; ++j)
+    spec.known.push_back({known_names[j], known[j].mean, known[j].std_or_one()});
   spec.target_scale = known[known_count_].std_or_one();
   return spec;
 }
@@ -145,15 +146,16 @@ SeriesFeatures dataset_series(const BarSeries& s, size_t position, size_t series
 
 void dataset_series(const BarSeries& s, size_t position, size_t series_count, const FeaturePlan& plan,
                     const DatasetOptions& options, const std::string& source, RawFeatures& raw, SeriesFeatures& f) {
-  const int64_t id = plan.saved ? resolve_symbol_id(plan.spec, s.symbol, series_count == 1, source)
-                                : static_cast<int64_t>(position);
+  const int64_t id =
+      plan.saved ? resolve_symbol_id(plan.spec, s.symbol, series_count == 1, source) : static_cast<int64_t>(position);
   featurize_series(s, plan.has_range, plan.has_volume, plan.spec, id, raw, f);
   if (plan.saved) f.symbol = plan.spec.symbols[static_cast<size_t>(id)];
   f.split_bounds = split_bounds(static_cast<int64_t>(f.rows()), options);
 }
 
 SeriesView view_of(const SeriesFeatures& f) {
-  return {f.symbol, f.symbol_id, f.timestamp_ns, f.close, f.observed, f.known, f.target, f.split_bounds, f.first_bar_ns};
+  return {f.symbol, f.symbol_id, f.timestamp_ns, f.close,       f.observed,
+          f.known,  f.target,    f.split_bounds, f.first_bar_ns};
 }
 
 bool spec_uses_range(const FeatureSpec& spec) {
@@ -182,8 +184,7 @@ int64_t resolve_symbol_id(const FeatureSpec& spec, const std::string& symbol, bo
   if (sole_series && spec.symbols.size() == 1) return 0;
   auto it = std::find(spec.symbols.begin(), spec.symbols.end(), symbol);
   if (it == spec.symbols.end()) {
-    throw Error(source + ": symbol '" + symbol + "' was not in the training data (known: " + join(spec.symbols) +
-                ")");
+    throw Error(source + ": symbol '" + symbol + "' was not in the training data (known: " + join(spec.symbols) + ")");
   }
   return it - spec.symbols.begin();
 }
@@ -233,7 +234,8 @@ const char* split_name(Split split) {
 }
 
 void DatasetOptions::validate() const {
-  if (encoder_length < 1) throw UsageError("--encoder-length must be at least 1, got " + std::to_string(encoder_length));
+  if (encoder_length < 1)
+    throw UsageError("--encoder-length must be at least 1, got " + std::to_string(encoder_length));
   if (horizon < 1) throw UsageError("--horizon must be at least 1, got " + std::to_string(horizon));
   if (!(validation_fraction > 0 && validation_fraction < 1)) {
     throw UsageError("--validation-fraction must be in (0, 1)");
@@ -244,9 +246,7 @@ void DatasetOptions::validate() const {
   }
 }
 
-Dataset Dataset::build(const BarSet& bars, const DatasetOptions& options) {
-  return assemble(bars, options, nullptr);
-}
+Dataset Dataset::build(const BarSet& bars, const DatasetOptions& options) { return assemble(bars, options, nullptr); }
 
 Dataset Dataset::build(const BarSet& bars, const DatasetOptions& options, const FeatureSpec& spec) {
   return assemble(bars, options, &spec);

@@ -41,8 +41,7 @@ std::string summarize_dataset(const Dataset& dataset) {
     out += "  time: " + format_utc(series.front().first_bar_ns) + " to " +
            format_utc(series.front().timestamp_ns.back()) + " (first symbol)\n";
   }
-  out += "  inputs: observed [" + names(spec.observed) + "], known [" + names(spec.known) +
-         "], static [symbol]\n";
+  out += "  inputs: observed [" + names(spec.observed) + "], known [" + names(spec.known) + "], static [symbol]\n";
   out += "  target: next " + std::to_string(o.horizon) + " one-bar log returns (scaled by " +
          format_number(spec.target_scale) + ", the training split's std)\n";
   out += "  windows (encoder " + std::to_string(o.encoder_length) + ", horizon " + std::to_string(o.horizon) +

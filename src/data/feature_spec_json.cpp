@@ -15,7 +15,8 @@ nlohmann::json stats_json(const std::vector<FeatureStats>& stats) {
 
 std::vector<FeatureStats> stats_from(const nlohmann::json& json) {
   std::vector<FeatureStats> out;
-  for (const auto& s : json) out.push_back({s.at("name").get<std::string>(), s.at("mean").get<double>(), s.at("std").get<double>()});
+  for (const auto& s : json)
+    out.push_back({s.at("name").get<std::string>(), s.at("mean").get<double>(), s.at("std").get<double>()});
   return out;
 }
 

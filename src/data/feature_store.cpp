@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -17,8 +19,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include "qtft/common/error.h"
 #include "qtft/common/fingerprint.h"
@@ -97,8 +97,14 @@ class ArrayWriter {
 
 json read_options_json(const BarReadOptions& r) {
   const auto& c = r.columns;
-  return {{"timestamp", c.timestamp}, {"open", c.open},     {"high", c.high},     {"low", c.low},
-          {"close", c.close},         {"volume", c.volume}, {"symbol", c.symbol}, {"symbol_name", r.symbol},
+  return {{"timestamp", c.timestamp},
+          {"open", c.open},
+          {"high", c.high},
+          {"low", c.low},
+          {"close", c.close},
+          {"volume", c.volume},
+          {"symbol", c.symbol},
+          {"symbol_name", r.symbol},
           {"epoch_unit", static_cast<int>(r.epoch_unit)}};
 }
 
@@ -128,16 +134,14 @@ json source_files(const BarSource& source) {
 
 // The source's absolute path, without a trailing separator: "bars/" and "bars" are one source.
 std::string absolute_source(const BarSource& source) {
-  std::string path = fs::absolute(source.parquet_file.empty() ? source.csv_file : source.parquet_file)
-                         .lexically_normal()
-                         .string();
+  std::string path =
+      fs::absolute(source.parquet_file.empty() ? source.csv_file : source.parquet_file).lexically_normal().string();
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   return path;
 }
 
 // `files`: source_files(source), listed once by callers that need several fingerprints.
-json fingerprint(const BarSource& source, const json& files, const DatasetOptions& options,
-                 const FeatureSpec* saved) {
+json fingerprint(const BarSource& source, const json& files, const DatasetOptions& options, const FeatureSpec* saved) {
   return {{"version", kFormatVersion},
           {"source", absolute_source(source)},
           {"format", source.parquet_file.empty() ? "csv" : "parquet"},
@@ -421,9 +425,14 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
     }
     out_file.pad();
     const uint64_t data_bytes = out_file.offset();
-    const json index{{"format", "qtft-feature-store"}, {"version", kFormatVersion}, {"fingerprint", fp},
-                     {"windows", to_json(options)},    {"spec", to_json(plan.spec)},  {"bars", out.bars},
-                     {"data_bytes", data_bytes},       {"series", series}};
+    const json index{{"format", "qtft-feature-store"},
+                     {"version", kFormatVersion},
+                     {"fingerprint", fp},
+                     {"windows", to_json(options)},
+                     {"spec", to_json(plan.spec)},
+                     {"bars", out.bars},
+                     {"data_bytes", data_bytes},
+                     {"series", series}};
     const std::string text = index.dump();
     out_file.write(text.data(), text.size());
     const uint64_t index_size = text.size();
@@ -509,8 +518,8 @@ std::string store_folder_of(const BarSource& source) {
 
 }  // namespace
 
-StorePreparation prepare_feature_store(const BarSource& source, const DatasetOptions& options,
-                                       const FeatureSpec* saved, StoreAccess access) {
+StorePreparation prepare_feature_store(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,
+                                       StoreAccess access) {
   options.validate();
   const fs::path folder = store_folder_of(source);
   const json files = source_files(source);

@@ -44,11 +44,15 @@ void write_forecast_table(const ForecastTable& t, const std::string& path) {
   add("step", build(steps, t.step));
   add("origin_close", doubles(t.origin_close));
   if (t.has_actual) add("actual_return", doubles(t.actual_return));
-  for (size_t q = 0; q < t.quantiles.size(); ++q) add("return_q" + format_number(t.quantiles[q]), doubles(t.quantile_return[q]));
-  for (size_t q = 0; q < t.quantiles.size(); ++q) add("price_q" + format_number(t.quantiles[q]), doubles(t.quantile_price[q]));
+  for (size_t q = 0; q < t.quantiles.size(); ++q)
+    add("return_q" + format_number(t.quantiles[q]), doubles(t.quantile_return[q]));
+  for (size_t q = 0; q < t.quantiles.size(); ++q)
+    add("price_q" + format_number(t.quantiles[q]), doubles(t.quantile_price[q]));
   auto table = arrow::Table::Make(arrow::schema(fields), arrays);
-  if (csv) write_csv_table(*table, path);
-  else write_parquet_table(*table, path);
+  if (csv)
+    write_csv_table(*table, path);
+  else
+    write_parquet_table(*table, path);
 }
 
 }  // namespace qtft::data

@@ -37,7 +37,8 @@ std::optional<std::string> partition_symbol(const std::string& path, const std::
     if (!key || key->name != symbol_column) continue;
     const std::string shown = symbol_column + "=" + key->value.value_or(hive.null_fallback);
     if (!key->value || key->value->empty() || key->value->find_first_of("\r\n\"") != std::string::npos) {
-      throw Error(path + ": partition key " + shown + " is not a valid symbol (empty, null, or holding a line break "
+      throw Error(path + ": partition key " + shown +
+                  " is not a valid symbol (empty, null, or holding a line break "
                   "or quote)");
     }
     found = *key->value;
@@ -88,9 +89,9 @@ std::vector<DatasetFile> list_parquet_dataset(const std::string& directory, cons
   selector.base_dir = base.string();
   selector.recursive = true;
   ds::FileSystemFactoryOptions factory_options;  // skips names starting with '.' or '_'
-  auto factory = unwrap(ds::FileSystemDatasetFactory::Make(fs, selector, std::make_shared<ds::ParquetFileFormat>(),
-                                                           factory_options),
-                        directory, "cannot list the dataset");
+  auto factory = unwrap(
+      ds::FileSystemDatasetFactory::Make(fs, selector, std::make_shared<ds::ParquetFileFormat>(), factory_options),
+      directory, "cannot list the dataset");
   ds::FinishOptions finish;
   finish.inspect_options.fragments = 0;  // each file is checked when read, with its name
   auto dataset = unwrap(factory->Finish(finish), directory, "cannot list the dataset");

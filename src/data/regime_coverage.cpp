@@ -126,8 +126,9 @@ std::string format_regime_coverage(const RegimeCoverage& c) {
   for (const auto* t : {&c.volatility, &c.trend}) {
     out += "  " + t->measure + " (cuts " + format_rounded(t->lower_cut) + ", " + format_rounded(t->upper_cut) + "):";
     for (size_t k = 0; k < 3; ++k) {
-      out += std::string(k == 0 ? " " : ", ") + t->names[k] + " " + percent(share(t->calibration[k], c.calibration_windows)) +
-             " / " + percent(share(t->training[k], c.training_sampled));
+      out += std::string(k == 0 ? " " : ", ") + t->names[k] + " " +
+             percent(share(t->calibration[k], c.calibration_windows)) + " / " +
+             percent(share(t->training[k], c.training_sampled));
     }
     out += "\n";
   }
@@ -140,7 +141,8 @@ nlohmann::json to_json(const RegimeCoverage& c) {
   auto terciles = [](const TercileCoverage& t) {
     nlohmann::json j = nlohmann::json::array();
     for (size_t k = 0; k < 3; ++k) {
-      j.push_back({{"regime", t.names[k]}, {"calibration_windows", t.calibration[k]}, {"training_windows", t.training[k]}});
+      j.push_back(
+          {{"regime", t.names[k]}, {"calibration_windows", t.calibration[k]}, {"training_windows", t.training[k]}});
     }
     return nlohmann::json{{"cuts", {t.lower_cut, t.upper_cut}}, {"terciles", j}};
   };

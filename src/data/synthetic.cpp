@@ -14,9 +14,9 @@ namespace {
 
 struct Instrument {
   const char* symbol;
-  double price;          // starting price
-  double bar_vol;        // typical 5-minute log-return volatility
-  double base_volume;    // typical contracts per 5-minute bar
+  double price;        // starting price
+  double bar_vol;      // typical 5-minute log-return volatility
+  double base_volume;  // typical contracts per 5-minute bar
 };
 
 constexpr std::array<Instrument, 6> kInstruments{{
@@ -28,7 +28,7 @@ constexpr std::array<Instrument, 6> kInstruments{{
     {"6E", 1.095, 0.0004, 7000},
 }};
 
-constexpr int64_t kSessionOpenMinute = 8 * 60 + 30;   // 08:30
+constexpr int64_t kSessionOpenMinute = 8 * 60 + 30;    // 08:30
 constexpr int64_t kSessionCloseMinute = 15 * 60 + 15;  // 15:15, last bar opens before
 constexpr int64_t kFirstDay = 19724;                   // 2024-01-02, a Tuesday
 
@@ -70,7 +70,8 @@ BarSeries generate_series(const Instrument& inst, const std::string& symbol, int
   for (int64_t i = 0; i < rows; ++i) {
     if (bar_in_day == bars_per_day) {
       bar_in_day = 0;
-      do ++day; while ((day + 3) % 7 >= 5);  // skip Saturday and Sunday
+      do ++day;
+      while ((day + 3) % 7 >= 5);  // skip Saturday and Sunday
     }
     double fraction = static_cast<double>(bar_in_day) / static_cast<double>(bars_per_day);
     regime = next_regime(rng, regime);
@@ -103,8 +104,8 @@ BarSeries generate_series(const Instrument& inst, const std::string& symbol, int
     log_price = close;
     anchor += 0.002 * (log_price - anchor);
 
-    double activity = intraday_profile(fraction) * kRegimeVol[regime] *
-                      (0.6 + 0.4 * std::abs(last_return) / (vol + 1e-12));
+    double activity =
+        intraday_profile(fraction) * kRegimeVol[regime] * (0.6 + 0.4 * std::abs(last_return) / (vol + 1e-12));
     double volume = std::round(inst.base_volume * activity * std::exp(0.25 * rng.normal()));
 
     int64_t minute = kSessionOpenMinute + bar_in_day * bar_minutes;
@@ -144,7 +145,8 @@ BarSet generate_synthetic_symbol(const SyntheticOptions& options, int k) {
 
 BarSet generate_synthetic_bars(const SyntheticOptions& options) {
   BarSet bars = generate_synthetic_symbol(options, 0);
-  for (int k = 1; k < options.symbols; ++k) bars.series.push_back(std::move(generate_synthetic_symbol(options, k).series[0]));
+  for (int k = 1; k < options.symbols; ++k)
+    bars.series.push_back(std::move(generate_synthetic_symbol(options, k).series[0]));
   return bars;
 }
 

@@ -26,8 +26,13 @@ using Clock = std::chrono::steady_clock;
 // The launcher's environment without any data-parallel variables of its own, plus the
 // worker's.
 std::vector<std::string> worker_environment(const LocalWorkersOptions& options, int64_t rank, int port) {
-  static const std::vector<std::string> kOurs = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-                                                 "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE",
+  static const std::vector<std::string> kOurs = {"RANK",
+                                                 "LOCAL_RANK",
+                                                 "WORLD_SIZE",
+                                                 "LOCAL_WORLD_SIZE",
+                                                 "MASTER_ADDR",
+                                                 "MASTER_PORT",
+                                                 "TORCHELASTIC_USE_AGENT_STORE",
                                                  kLauncherPidVariable};
   std::vector<std::string> env;
   bool threads_set = false;
@@ -93,11 +98,13 @@ int exit_code_of(int status, const Worker& w, const LocalWorkersOptions& options
   const std::string who = "worker rank " + std::to_string(w.rank) + " (pid " + std::to_string(w.pid) + ")";
   if (WIFSIGNALED(status)) {
     const int signal = WTERMSIG(status);
-    if (options.report) options.report(who + " was killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")");
+    if (options.report)
+      options.report(who + " was killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")");
     return 128 + signal;
   }
   const int code = WEXITSTATUS(status);
-  if (code != 0 && !(interrupted && code == 130) && options.report) options.report(who + " exited with code " + std::to_string(code));
+  if (code != 0 && !(interrupted && code == 130) && options.report)
+    options.report(who + " exited with code " + std::to_string(code));
   return code;
 }
 

@@ -13,14 +13,14 @@ namespace {
 
 // The newer half of every series is scored (the validation split); the older half trains
 // nothing and only gives the empirical baseline its quantiles.
-data::Dataset recent_windows(const data::BarSet& bars, const infer::ModelFile& file) {
+data::Dataset recent_windows(const data::BarSet& bars, const artifact::ModelFile& file) {
   auto options = file.dataset;
   options.validation_fraction = 0.5;
   options.test_fraction = 0;
   return data::Dataset::build(bars, options, file.features);
 }
 
-DriftCheck check(const std::string& name, infer::LoadedModel& model, const data::Dataset& dataset, double recorded,
+DriftCheck check(const std::string& name, artifact::LoadedModel& model, const data::Dataset& dataset, double recorded,
                  const DriftOptions& options) {
   DriftCheck c;
   c.name = name;
@@ -59,8 +59,8 @@ int DriftReport::exit_code() const {
   return code;
 }
 
-DriftReport watch_drift(infer::LoadedModel& model, const data::BarSet& recent, const DriftOptions& options,
-                        infer::LoadedModel* reference, const std::string& reference_file) {
+DriftReport watch_drift(artifact::LoadedModel& model, const data::BarSet& recent, const DriftOptions& options,
+                        artifact::LoadedModel* reference, const std::string& reference_file) {
   const auto& file = model.file;
   if (!file.training || !(file.training->best_val_loss < std::numeric_limits<double>::infinity())) {
     throw Error("the model records no validation loss (no training state): watch compares against it");
@@ -71,7 +71,8 @@ DriftReport watch_drift(infer::LoadedModel& model, const data::BarSet& recent, c
   for (const auto& series : recent.series) {
     data::BarSet one{recent.source, recent.has_range, recent.has_volume, {series}};
     try {
-      report.series.push_back(check(series.symbol, model, recent_windows(one, file), report.recorded_val_loss, options));
+      report.series.push_back(
+          check(series.symbol, model, recent_windows(one, file), report.recorded_val_loss, options));
     } catch (const Error& e) {
       throw Error(recent.source + ": symbol '" + series.symbol + "': " + e.what());
     }
@@ -109,9 +110,9 @@ std::string format_drift_report(const DriftReport& report) {
     } else if (c.verdict == DriftVerdict::NoBetterThanNaive) {
       verdict = "no better than naive (" + c.baselines.best_name() + ")";
     }
-    std::snprintf(buf, sizeof buf, "  %-12s loss %.5f (recorded %.5f, %+.1f%%), best naive %.5f, %zu windows: ",
-                  c.name.c_str(), c.model.loss, report.recorded_val_loss, c.change_pct, c.baselines.best().loss,
-                  c.windows);
+    std::snprintf(buf, sizeof buf,
+                  "  %-12s loss %.5f (recorded %.5f, %+.1f%%), best naive %.5f, %zu windows: ", c.name.c_str(),
+                  c.model.loss, report.recorded_val_loss, c.change_pct, c.baselines.best().loss, c.windows);
     out += buf + verdict + "\n";
   };
   for (const auto& c : report.series) line(c);
@@ -128,9 +129,12 @@ std::string format_drift_report(const DriftReport& report) {
 
 nlohmann::json to_json(const DriftReport& report) {
   auto check_json = [](const DriftCheck& c) {
-    return nlohmann::json{{"name", c.name},        {"windows", c.windows},
-                          {"loss", c.model.loss},  {"change_pct", c.change_pct},
-                          {"verdict", drift_verdict_name(c.verdict)}, {"baselines", to_json(c.baselines)}};
+    return nlohmann::json{{"name", c.name},
+                          {"windows", c.windows},
+                          {"loss", c.model.loss},
+                          {"change_pct", c.change_pct},
+                          {"verdict", drift_verdict_name(c.verdict)},
+                          {"baselines", to_json(c.baselines)}};
   };
   nlohmann::json series = nlohmann::json::array();
   for (const auto& c : report.series) series.push_back(check_json(c));
@@ -140,8 +144,8 @@ nlohmann::json to_json(const DriftReport& report) {
                      {"exit_code", report.exit_code()}};
   if (report.reference) {
     const auto& r = *report.reference;
-    out["reference"] = {{"file", r.file}, {"loss", r.reference_loss}, {"difference_pct", r.difference_pct},
-                        {"rollback", r.rollback}};
+    out["reference"] = {
+        {"file", r.file}, {"loss", r.reference_loss}, {"difference_pct", r.difference_pct}, {"rollback", r.rollback}};
   }
   return out;
 }

@@ -30,8 +30,8 @@ bool for_each_forecast(model::TemporalFusionTransformer& model, const data::Data
   return true;
 }
 
-ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
-                               data::Split split, size_t batch_size, c10::Device device) {
+ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
+                               size_t batch_size, c10::Device device) {
   return *evaluate_model_unless_stopped(model, dataset, split, batch_size, device, {});
 }
 

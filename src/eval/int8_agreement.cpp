@@ -23,7 +23,7 @@ int64_t median_index(const std::vector<double>& levels) {
 
 }  // namespace
 
-Int8Agreement compare_int8_to_fake_quant(model::TemporalFusionTransformer& fake_quant, infer::LoadedModel& int8,
+Int8Agreement compare_int8_to_fake_quant(model::TemporalFusionTransformer& fake_quant, artifact::LoadedModel& int8,
                                          const data::Dataset& dataset, data::Split split, size_t batch_size,
                                          c10::Device device) {
   if (!int8.file.int8_weights) throw Error("compare_int8_to_fake_quant: the second model is not an int8 file");
@@ -36,19 +36,18 @@ Int8Agreement compare_int8_to_fake_quant(model::TemporalFusionTransformer& fake_
   std::vector<at::Tensor> differences;
   const bool was_training = fake_quant->is_training();
   fake_quant->eval();
-  for_each_forecast(int8.model, dataset, split, batch_size, device,
-                    [&](const data::Batch& batch, const model::TftOutput& out) {
-                      c10::NoGradGuard no_grad;
-                      const at::Tensor reference =
-                          fake_quant->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device))
-                              .quantiles;
-                      const at::Tensor target = batch.target.to(out.quantiles.device());
-                      int8_metrics.add(out.quantiles, target);
-                      fake_metrics.add(reference, target);
-                      differences.push_back(
-                          at::abs(out.quantiles.select(-1, median) - reference.select(-1, median)).flatten().cpu().to(at::kDouble) /
-                          step);
-                    });
+  for_each_forecast(
+      int8.model, dataset, split, batch_size, device, [&](const data::Batch& batch, const model::TftOutput& out) {
+        c10::NoGradGuard no_grad;
+        const at::Tensor reference =
+            fake_quant->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device)).quantiles;
+        const at::Tensor target = batch.target.to(out.quantiles.device());
+        int8_metrics.add(out.quantiles, target);
+        fake_metrics.add(reference, target);
+        differences.push_back(
+            at::abs(out.quantiles.select(-1, median) - reference.select(-1, median)).flatten().cpu().to(at::kDouble) /
+            step);
+      });
   fake_quant->train(was_training);
   a.int8 = int8_metrics.result();
   a.fake_quant = fake_metrics.result();

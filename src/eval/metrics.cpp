@@ -36,8 +36,8 @@ void MetricsAccumulator::add(const at::Tensor& forecast, const at::Tensor& targe
   TORCH_CHECK(forecast.dim() == 3 && forecast.size(2) == n_q, "MetricsAccumulator: expected forecast [batch, horizon, ",
               n_q, "], got ", forecast.sizes());
   TORCH_CHECK(target.dim() == 2 && target.size(0) == forecast.size(0) && target.size(1) == forecast.size(1),
-              "MetricsAccumulator: expected target [", forecast.size(0), ", ", forecast.size(1),
-              "] to match forecast ", forecast.sizes(), ", got ", target.sizes());
+              "MetricsAccumulator: expected target [", forecast.size(0), ", ", forecast.size(1), "] to match forecast ",
+              forecast.sizes(), ", got ", target.sizes());
   // Metrics are read, never differentiated: detach, and sum in double so that float32
   // rounding does not depend on how the windows were split into batches.
   auto options = at::TensorOptions().device(at::kCPU).dtype(at::kDouble);

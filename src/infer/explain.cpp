@@ -46,14 +46,15 @@ Explanation explain_model(model::TemporalFusionTransformer& model, const data::D
   at::Tensor decoder_sum = at::zeros({static_cast<int64_t>(spec.known.size())}, at::kDouble);
   at::Tensor attention_sum = at::zeros({l + h}, at::kDouble);
   int64_t windows = 0;
-  eval::for_each_forecast(model, dataset, split, batch_size, device, [&](const data::Batch& batch, const model::TftOutput& out) {
-    static_sum += out.static_weights.to(at::kCPU).to(at::kDouble).sum({0});
-    // Encoder and decoder weights are averaged over time as well as windows.
-    encoder_sum += out.encoder_weights.to(at::kCPU).to(at::kDouble).sum({0, 1}) / static_cast<double>(l);
-    decoder_sum += out.decoder_weights.to(at::kCPU).to(at::kDouble).sum({0, 1}) / static_cast<double>(h);
-    attention_sum += out.attention.to(at::kCPU).to(at::kDouble).sum({0, 1}) / static_cast<double>(h);
-    windows += batch.size();
-  });
+  eval::for_each_forecast(
+      model, dataset, split, batch_size, device, [&](const data::Batch& batch, const model::TftOutput& out) {
+        static_sum += out.static_weights.to(at::kCPU).to(at::kDouble).sum({0});
+        // Encoder and decoder weights are averaged over time as well as windows.
+        encoder_sum += out.encoder_weights.to(at::kCPU).to(at::kDouble).sum({0, 1}) / static_cast<double>(l);
+        decoder_sum += out.decoder_weights.to(at::kCPU).to(at::kDouble).sum({0, 1}) / static_cast<double>(h);
+        attention_sum += out.attention.to(at::kCPU).to(at::kDouble).sum({0, 1}) / static_cast<double>(h);
+        windows += batch.size();
+      });
   Explanation e;
   e.windows = windows;
   e.encoder_length = l;

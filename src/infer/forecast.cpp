@@ -30,31 +30,32 @@ data::ForecastTable forecast_split(model::TemporalFusionTransformer& model, cons
   table.quantiles = quantiles;
   table.quantile_return.resize(quantiles.size());
   table.quantile_price.resize(quantiles.size());
-  eval::for_each_forecast(model, dataset, split, batch_size, device, [&](const data::Batch& batch, const model::TftOutput& out) {
-    auto q = out.quantiles.to(at::kCPU).to(at::kDouble).contiguous();
-    const double* f = q.data_ptr<double>();
-    const auto nq = static_cast<int64_t>(quantiles.size());
-    std::vector<double> returns(static_cast<size_t>(h * nq)), prices(static_cast<size_t>(h * nq));
-    for (int64_t i = 0; i < batch.size(); ++i) {
-      const auto& w = batch.windows[static_cast<size_t>(i)];
-      const auto& s = dataset.series()[w.series];
-      const int64_t origin = w.start + l - 1;
-      to_original_units(f + i * h * nq, h, nq, median, scale, s.close[origin], returns.data(), prices.data());
-      for (int64_t step = 0; step < h; ++step) {
-        const int64_t row = origin + 1 + step;
-        table.timestamp_ns.push_back(s.timestamp_ns[row]);
-        table.origin_ns.push_back(s.timestamp_ns[origin]);
-        table.symbol.push_back(s.symbol);
-        table.step.push_back(static_cast<int32_t>(step + 1));
-        table.origin_close.push_back(s.close[origin]);
-        table.actual_return.push_back(static_cast<double>(s.target[row]) * scale);
-        for (int64_t k = 0; k < nq; ++k) {
-          table.quantile_return[k].push_back(returns[step * nq + k]);
-          table.quantile_price[k].push_back(prices[step * nq + k]);
+  eval::for_each_forecast(
+      model, dataset, split, batch_size, device, [&](const data::Batch& batch, const model::TftOutput& out) {
+        auto q = out.quantiles.to(at::kCPU).to(at::kDouble).contiguous();
+        const double* f = q.data_ptr<double>();
+        const auto nq = static_cast<int64_t>(quantiles.size());
+        std::vector<double> returns(static_cast<size_t>(h * nq)), prices(static_cast<size_t>(h * nq));
+        for (int64_t i = 0; i < batch.size(); ++i) {
+          const auto& w = batch.windows[static_cast<size_t>(i)];
+          const auto& s = dataset.series()[w.series];
+          const int64_t origin = w.start + l - 1;
+          to_original_units(f + i * h * nq, h, nq, median, scale, s.close[origin], returns.data(), prices.data());
+          for (int64_t step = 0; step < h; ++step) {
+            const int64_t row = origin + 1 + step;
+            table.timestamp_ns.push_back(s.timestamp_ns[row]);
+            table.origin_ns.push_back(s.timestamp_ns[origin]);
+            table.symbol.push_back(s.symbol);
+            table.step.push_back(static_cast<int32_t>(step + 1));
+            table.origin_close.push_back(s.close[origin]);
+            table.actual_return.push_back(static_cast<double>(s.target[row]) * scale);
+            for (int64_t k = 0; k < nq; ++k) {
+              table.quantile_return[k].push_back(returns[step * nq + k]);
+              table.quantile_price[k].push_back(prices[step * nq + k]);
+            }
+          }
         }
-      }
-    }
-  });
+      });
   return table;
 }
 

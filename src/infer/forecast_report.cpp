@@ -11,10 +11,14 @@ namespace {
 std::string interval_text(int64_t ns) {
   const int64_t seconds = ns / 1'000'000'000;
   char buf[64];
-  if (seconds % 86400 == 0) std::snprintf(buf, sizeof buf, "%lld d", static_cast<long long>(seconds / 86400));
-  else if (seconds % 3600 == 0) std::snprintf(buf, sizeof buf, "%lld h", static_cast<long long>(seconds / 3600));
-  else if (seconds % 60 == 0) std::snprintf(buf, sizeof buf, "%lld min", static_cast<long long>(seconds / 60));
-  else std::snprintf(buf, sizeof buf, "%.9g s", static_cast<double>(ns) / 1e9);
+  if (seconds % 86400 == 0)
+    std::snprintf(buf, sizeof buf, "%lld d", static_cast<long long>(seconds / 86400));
+  else if (seconds % 3600 == 0)
+    std::snprintf(buf, sizeof buf, "%lld h", static_cast<long long>(seconds / 3600));
+  else if (seconds % 60 == 0)
+    std::snprintf(buf, sizeof buf, "%lld min", static_cast<long long>(seconds / 60));
+  else
+    std::snprintf(buf, sizeof buf, "%.9g s", static_cast<double>(ns) / 1e9);
   return buf;
 }
 

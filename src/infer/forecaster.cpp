@@ -6,17 +6,18 @@
 
 #include <algorithm>
 
+#include "qtft/artifact/model_loading.h"
+#include "qtft/common/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/dataset.h"
 #include "qtft/infer/forecast.h"
-#include "qtft/infer/model_io.h"
 
 namespace qtft::infer {
 
 struct Forecaster::State {
   std::string source;
-  ModelFile file;  // configuration, feature spec and windows; the weights live in the model
+  artifact::ModelFile file;  // configuration, feature spec and windows; the weights live in the model
   model::TemporalFusionTransformer model;
   c10::Device device;
   std::string int8_kernels;
@@ -43,10 +44,10 @@ struct PreparedSeries {
   Forecast forecast;
 };
 
-PreparedSeries prepare(const Forecaster::State& st, const data::BarSeries& recent,
+PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& recent,
                        std::span<const int64_t> future_ns, bool sole_series) {
-  const auto& spec = st.file.features;
-  const int64_t l = st.file.dataset.encoder_length, h = st.file.dataset.horizon;
+  const auto& spec = file.features;
+  const int64_t l = file.dataset.encoder_length, h = file.dataset.horizon;
   const std::string who = "forecast of '" + recent.symbol + "'";
   data::validate_series(recent, who);
   const auto need = static_cast<size_t>(l + 1);
@@ -76,7 +77,7 @@ PreparedSeries prepare(const Forecaster::State& st, const data::BarSeries& recen
   f.symbol = tail.symbol;
   f.origin_ns = last;
   f.origin_close = tail.close.back();
-  f.quantiles = st.file.options.quantiles();
+  f.quantiles = file.options.quantiles();
   f.bar_interval_ns = median_spacing(tail.timestamp_ns);
   if (future_ns.empty()) {
     f.timestamps_continued = true;
@@ -101,23 +102,31 @@ PreparedSeries prepare(const Forecaster::State& st, const data::BarSeries& recen
 
 }  // namespace
 
+namespace {
+constexpr EnumNames<ModelKind, 3> kModelKinds{
+    {{ModelKind::Fp32, "fp32"}, {ModelKind::Qat, "qat"}, {ModelKind::Int8, "int8"}}};
+}  // namespace
+
+const char* model_kind_name(ModelKind kind) { return enum_name(kModelKinds, kind); }
+
 Forecaster Forecaster::load(const std::filesystem::path& path, const ForecasterOptions& options) {
-  const c10::Device device = resolve_device(options.device);
-  auto loaded = load_model(path, device, parse_int8_kernels(options.int8_kernels, "int8_kernels"));
-  const std::string kernels = describe_int8_kernels(loaded);
+  const c10::Device device = artifact::resolve_device(options.device);
+  auto loaded = artifact::load_model(path, device, options.int8_kernels);
+  const std::string kernels = artifact::describe_int8_kernels(loaded);
   loaded.model->eval();
   loaded.model->set_checkpoint_policy(memory::CheckpointPolicy::None);
-  loaded.file.weights.clear();  // the model holds them; a second copy would double the memory
+  loaded.file.weights.clear();            // the model holds them; a second copy would double the memory
   loaded.file.quantized_weights.clear();  // likewise: the integer products hold their own
   loaded.file.training.reset();
-  return Forecaster(std::make_shared<const State>(State{path.string(), std::move(loaded.file), loaded.model, device, kernels}));
+  return Forecaster(
+      std::make_shared<const State>(State{path.string(), std::move(loaded.file), loaded.model, device, kernels}));
 }
 
 Forecast Forecaster::forecast(const data::BarSeries& recent, std::span<const int64_t> future_timestamps_ns) const {
   std::vector<int64_t> future(future_timestamps_ns.begin(), future_timestamps_ns.end());
-  return std::move(forecast(std::span<const data::BarSeries>(&recent, 1),
-                            std::span<const std::vector<int64_t>>(&future, 1))
-                       .front());
+  return std::move(
+      forecast(std::span<const data::BarSeries>(&recent, 1), std::span<const std::vector<int64_t>>(&future, 1))
+          .front());
 }
 
 std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> recent,
@@ -133,7 +142,7 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
   for (size_t i = 0; i < recent.size(); ++i) {
     std::span<const int64_t> future;
     if (!future_timestamps_ns.empty()) future = future_timestamps_ns[i];
-    prepared.push_back(prepare(st, recent[i], future, recent.size() == 1));
+    prepared.push_back(prepare(st.file, recent[i], future, recent.size() == 1));
   }
 
   // The batch as data::make_batch lays a window out: encoder rows, then the decoder's
@@ -188,9 +197,9 @@ int64_t Forecaster::horizon() const { return state_->file.dataset.horizon; }
 int64_t Forecaster::min_bars() const { return encoder_length() + 1; }
 const std::vector<double>& Forecaster::quantiles() const { return state_->file.options.quantiles(); }
 const std::vector<std::string>& Forecaster::symbols() const { return state_->file.features.symbols; }
-std::string Forecaster::kind() const {
-  if (state_->file.int8_weights) return "int8";
-  return state_->file.options.use_qat() ? "qat" : "fp32";
+ModelKind Forecaster::kind() const {
+  if (state_->file.int8_weights) return ModelKind::Int8;
+  return state_->file.options.use_qat() ? ModelKind::Qat : ModelKind::Fp32;
 }
 std::string Forecaster::source() const { return state_->source; }
 std::string Forecaster::int8_kernels() const { return state_->int8_kernels; }

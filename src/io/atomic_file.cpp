@@ -63,8 +63,7 @@ AtomicFile::AtomicFile(std::filesystem::path final_path)
     : final_path_(std::move(final_path)), temp_path_(make_temp_path(final_path_)) {
   auto folder = final_path_.parent_path();
   if (!folder.empty() && !std::filesystem::is_directory(folder)) {
-    throw Error(final_path_.string() + ": cannot write, folder '" + folder.string() +
-                "' does not exist");
+    throw Error(final_path_.string() + ": cannot write, folder '" + folder.string() + "' does not exist");
   }
   remove_stale_temporaries(final_path_);
 }
@@ -81,8 +80,7 @@ void AtomicFile::commit() {
   std::error_code ec;
   std::filesystem::rename(temp_path_, final_path_, ec);
   if (ec) {
-    throw Error(final_path_.string() + ": cannot move the finished file into place: " +
-                ec.message());
+    throw Error(final_path_.string() + ": cannot move the finished file into place: " + ec.message());
   }
   committed_ = true;
 }
@@ -138,7 +136,8 @@ std::filesystem::path lock_path_for(const std::filesystem::path& path) {
 
 OutputLock::OutputLock(const std::filesystem::path& path) : lock_path_(lock_path_for(path)) {
   fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw Error(path.string() + ": cannot create the lock " + lock_path_.string() + ": " + std::strerror(errno));
+  if (fd_ < 0)
+    throw Error(path.string() + ": cannot create the lock " + lock_path_.string() + ": " + std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd_);

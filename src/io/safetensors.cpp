@@ -55,8 +55,7 @@ nlohmann::json parse_header_json(std::string_view text, const std::string& sourc
   auto guard = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using Event = nlohmann::json::parse_event_t;
     if (depth > kMaxJsonDepth) {
-      throw Error(source + ": safetensors header nests deeper than " +
-                  std::to_string(kMaxJsonDepth) + " levels");
+      throw Error(source + ": safetensors header nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     }
     if (event == Event::object_start) keys_per_object.emplace_back();
     if (event == Event::object_end && !keys_per_object.empty()) keys_per_object.pop_back();
@@ -89,8 +88,7 @@ uint64_t checked_byte_size(const std::vector<int64_t>& shape, DType dtype, bool*
   return n;
 }
 
-TensorEntry parse_entry(const std::string& name, const nlohmann::json& j,
-                        const std::string& source) {
+TensorEntry parse_entry(const std::string& name, const nlohmann::json& j, const std::string& source) {
   auto where = source + ": tensor '" + name + "'";
   if (!j.is_object()) throw Error(where + ": header entry is not an object");
   for (const auto& [key, _] : j.items()) {
@@ -118,16 +116,15 @@ TensorEntry parse_entry(const std::string& name, const nlohmann::json& j,
     e.shape.push_back(d.get<int64_t>());
   }
 
-  if (!j.contains("data_offsets") || !j["data_offsets"].is_array() ||
-      j["data_offsets"].size() != 2 || !j["data_offsets"][0].is_number_unsigned() ||
-      !j["data_offsets"][1].is_number_unsigned()) {
+  if (!j.contains("data_offsets") || !j["data_offsets"].is_array() || j["data_offsets"].size() != 2 ||
+      !j["data_offsets"][0].is_number_unsigned() || !j["data_offsets"][1].is_number_unsigned()) {
     throw Error(where + ": 'data_offsets' must be two non-negative integers");
   }
   e.begin = j["data_offsets"][0].get<uint64_t>();
   e.end = j["data_offsets"][1].get<uint64_t>();
   if (e.end < e.begin) {
-    throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " +
-                std::to_string(e.end) + "] end before they begin");
+    throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                "] end before they begin");
   }
   bool overflow = false;
   uint64_t expected = checked_byte_size(e.shape, e.dtype, &overflow);
@@ -181,8 +178,7 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::byte> bytes, const std::
   }
   uint64_t header_len = read_le_u64(bytes.data());
   if (header_len > kMaxHeaderBytes) {
-    throw Error(source + ": safetensors header length " + std::to_string(header_len) +
-                " exceeds the 100 MB limit");
+    throw Error(source + ": safetensors header length " + std::to_string(header_len) + " exceeds the 100 MB limit");
   }
   if (header_len > bytes.size() - 8) {
     throw Error(source + ": safetensors header length " + std::to_string(header_len) +
@@ -211,19 +207,18 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::byte> bytes, const std::
 
   // The offsets must tile [0, data size) exactly: sorting by (begin, end) and walking once
   // finds overlaps, holes and trailing bytes alike.
-  std::sort(f.tensors_.begin(), f.tensors_.end(), [](const auto& a, const auto& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(f.tensors_.begin(), f.tensors_.end(),
+            [](const auto& a, const auto& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   uint64_t data_size = bytes.size() - 8 - header_len;
   uint64_t cursor = 0;
   for (const auto& t : f.tensors_) {
     if (t.begin < cursor) {
-      throw Error(source + ": tensor '" + t.name + "' at bytes [" + std::to_string(t.begin) +
-                  ", " + std::to_string(t.end) + ") overlaps the tensor before it");
+      throw Error(source + ": tensor '" + t.name + "' at bytes [" + std::to_string(t.begin) + ", " +
+                  std::to_string(t.end) + ") overlaps the tensor before it");
     }
     if (t.begin > cursor) {
-      throw Error(source + ": hole in the data buffer at bytes [" + std::to_string(cursor) +
-                  ", " + std::to_string(t.begin) + ") before tensor '" + t.name + "'");
+      throw Error(source + ": hole in the data buffer at bytes [" + std::to_string(cursor) + ", " +
+                  std::to_string(t.begin) + ") before tensor '" + t.name + "'");
     }
     if (t.end > data_size) {
       throw Error(source + ": tensor '" + t.name + "' ends at byte " + std::to_string(t.end) +
@@ -232,8 +227,7 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::byte> bytes, const std::
     cursor = t.end;
   }
   if (cursor != data_size) {
-    throw Error(source + ": " + std::to_string(data_size - cursor) +
-                " trailing bytes after the last tensor");
+    throw Error(source + ": " + std::to_string(data_size - cursor) + " trailing bytes after the last tensor");
   }
   f.data_start_ = 8 + header_len;
   f.file_bytes_ = std::move(bytes);
@@ -270,8 +264,7 @@ std::vector<std::byte> serialize_safetensors(const std::vector<TensorBytes>& ten
     // Checked apart from the byte size: {0, -1} needs 0 bytes, yet no reader accepts it.
     for (int64_t d : t.shape) {
       if (d < 0) {
-        throw Error("safetensors: tensor '" + t.name + "' has the negative dimension " +
-                    std::to_string(d));
+        throw Error("safetensors: tensor '" + t.name + "' has the negative dimension " + std::to_string(d));
       }
     }
     bool overflow = false;
@@ -280,9 +273,8 @@ std::vector<std::byte> serialize_safetensors(const std::vector<TensorBytes>& ten
       throw Error("safetensors: tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
                   " bytes, its shape and dtype need " + std::to_string(expected));
     }
-    header[t.name] = {{"dtype", dtype_name(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.bytes.size()}}};
+    header[t.name] = {
+        {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
   std::string text;
@@ -311,8 +303,7 @@ std::vector<std::byte> serialize_safetensors(const std::vector<TensorBytes>& ten
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorBytes>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   auto bytes = serialize_safetensors(tensors, metadata);
-  write_file_atomically(path,
-                        std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 }  // namespace qtft::io

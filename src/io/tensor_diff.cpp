@@ -97,8 +97,8 @@ TensorDiffRow compare(const std::string& name, const at::Tensor* a, const at::Te
   // Bytes decide identity: values can agree while bytes differ (-0.0 against 0.0, NaN payloads).
   if (row.same_dtype) {
     auto x = a->contiguous(), y = b->contiguous();
-    row.bitwise_identical = x.nbytes() == y.nbytes() &&
-                            (x.nbytes() == 0 || std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0);
+    row.bitwise_identical =
+        x.nbytes() == y.nbytes() && (x.nbytes() == 0 || std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0);
   }
   return row;
 }
@@ -112,9 +112,7 @@ std::map<std::string, const at::Tensor*> by_name(const TensorFile& file) {
 
 }  // namespace
 
-bool TensorFileDiff::identical() const {
-  return only_in_a.empty() && only_in_b.empty() && differing_tensors() == 0;
-}
+bool TensorFileDiff::identical() const { return only_in_a.empty() && only_in_b.empty() && differing_tensors() == 0; }
 
 size_t TensorFileDiff::differing_tensors() const {
   size_t n = 0;

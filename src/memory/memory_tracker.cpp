@@ -91,7 +91,8 @@ c10::DeviceAllocator* cuda_allocator(const char* what, c10::Device device) {
   try {
     return c10::getDeviceAllocator(c10::DeviceType::CUDA);
   } catch (const c10::Error& e) {
-    throw Error(std::string(what) + ": no CUDA allocator for " + device_text(device) + ": " + e.what_without_backtrace());
+    throw Error(std::string(what) + ": no CUDA allocator for " + device_text(device) + ": " +
+                e.what_without_backtrace());
   }
 }
 

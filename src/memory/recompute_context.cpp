@@ -20,7 +20,8 @@ const std::vector<at::Tensor>& RecomputeTape::next(const void* layer, const std:
   if (it == calls_.end() || it->second.replayed >= recorded) {
     throw Error("checkpoint segment '" + segment_name_ + "': the recompute called " + layer_name + " " +
                 std::to_string(recorded + 1) + " time(s), but the original forward called it " +
-                std::to_string(recorded) + " time(s); a checkpointed segment must run the same layers in the "
+                std::to_string(recorded) +
+                " time(s); a checkpointed segment must run the same layers in the "
                 "same order both times");
   }
   return it->second.entries[it->second.replayed++];
@@ -46,7 +47,8 @@ bool is_recomputing() { return t_pass == SegmentPass::Replaying; }
 
 RecomputeTape* current_tape() { return t_tape; }
 
-SegmentPassScope::SegmentPassScope(SegmentPass pass, RecomputeTape* tape) : previous_pass_(t_pass), previous_tape_(t_tape) {
+SegmentPassScope::SegmentPassScope(SegmentPass pass, RecomputeTape* tape)
+    : previous_pass_(t_pass), previous_tape_(t_tape) {
   t_pass = pass;
   t_tape = tape;
 }

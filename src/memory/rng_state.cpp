@@ -38,8 +38,7 @@ RngState RngState::capture_like(const RngState& other) {
   return capture(devices);
 }
 
-CpuRandomStream::CpuRandomStream(uint64_t seed)
-    : state_(at::make_generator<at::CPUGeneratorImpl>(seed).get_state()) {}
+CpuRandomStream::CpuRandomStream(uint64_t seed) : state_(at::make_generator<at::CPUGeneratorImpl>(seed).get_state()) {}
 
 void CpuRandomStream::set_state(const at::Tensor& state) {
   // Checked by a throwaway generator, so a malformed state fails here and not mid-run.

@@ -9,8 +9,9 @@
 namespace qtft::model {
 
 DenseImpl::DenseImpl(DenseOptions options) : options_(options) {
-  linear = register_module("linear", torch::nn::Linear(torch::nn::LinearOptions(options.in_features(), options.out_features())
-                                                           .bias(options.bias())));
+  linear = register_module(
+      "linear",
+      torch::nn::Linear(torch::nn::LinearOptions(options.in_features(), options.out_features()).bias(options.bias())));
 }
 
 at::Tensor DenseImpl::forward(const at::Tensor& x) {
@@ -27,8 +28,9 @@ at::Tensor DenseImpl::forward(const at::Tensor& x) {
 at::Tensor DenseImpl::forward_concatenated(const std::vector<at::Tensor>& parts) {
   int64_t width = 0;
   for (const at::Tensor& part : parts) width += part.dim() >= 1 ? part.size(-1) : 0;
-  TORCH_CHECK(!parts.empty() && width == options_.in_features(), "Dense: expected parts whose last dimensions add up to ",
-              options_.in_features(), " features, got ", parts.size(), " parts with ", width);
+  TORCH_CHECK(!parts.empty() && width == options_.in_features(),
+              "Dense: expected parts whose last dimensions add up to ", options_.in_features(), " features, got ",
+              parts.size(), " parts with ", width);
   const at::Tensor weight = weight_in_use();
   at::Tensor out;
   int64_t offset = 0;
@@ -46,7 +48,8 @@ at::Tensor DenseImpl::weight_in_use() const {
 }
 
 bool DenseImpl::use_integer_product(const quant::QuantizedWeight& weight, const quant::ActivationFakeQuantImpl& input) {
-  TORCH_CHECK(qat_enabled() && weight_prequantized_, "Dense: integer products need the prequantized weights of an int8 file");
+  TORCH_CHECK(qat_enabled() && weight_prequantized_,
+              "Dense: integer products need the prequantized weights of an int8 file");
   TORCH_CHECK(weight.values.sizes() == linear->weight.sizes(), "Dense: integer weight of shape ", weight.values.sizes(),
               " for a layer of shape ", linear->weight.sizes());
   const int64_t input_qmax = input.range().qmax;
@@ -63,8 +66,7 @@ IntegerProductCount use_integer_product(DenseImpl& dense, const IntegerWeights& 
 void DenseImpl::enable_qat(const quant::QatSettings& settings) {
   if (qat_enabled()) return;
   weight_bits_ = settings.weight_bits;
-  output_quant = register_module(
-      "output_quant", quant::ActivationFakeQuant(settings.observer_options()));
+  output_quant = register_module("output_quant", quant::ActivationFakeQuant(settings.observer_options()));
 }
 
 }  // namespace qtft::model

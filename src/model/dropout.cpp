@@ -64,9 +64,8 @@ at::Tensor apply_dropout(const at::Tensor& x, double p, bool training) {
   const uint64_t key = draw_key();
   // Not an ATen op: named here so that profiles show its time instead of the caller's.
   RECORD_FUNCTION("qtft::dropout_mask", std::vector<c10::IValue>());
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "qtft::dropout", [&] {
-    fill_scaled_mask(mask.data_ptr<scalar_t>(), mask.numel(), 1.0 - p, key);
-  });
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "qtft::dropout",
+                             [&] { fill_scaled_mask(mask.data_ptr<scalar_t>(), mask.numel(), 1.0 - p, key); });
   return at::mul(x, mask);
 }
 

@@ -22,7 +22,8 @@ IntegerProductCount GatedLinearUnitImpl::use_integer_products(const IntegerWeigh
 GateAddNormImpl::GateAddNormImpl(GateAddNormOptions options) : options_(options) {
   dropout = register_module("dropout", Dropout(options.dropout()));
   glu = register_module("glu", GatedLinearUnit(options.input_size(), options.output_size()));
-  layer_norm = register_module("layer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.output_size()})));
+  layer_norm =
+      register_module("layer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.output_size()})));
 }
 
 at::Tensor GateAddNormImpl::forward(const at::Tensor& x, const at::Tensor& skip) {

@@ -15,8 +15,8 @@ GatedResidualNetworkImpl::GatedResidualNetworkImpl(GatedResidualNetworkOptions o
   fc1 = register_module("fc1", Dense(o.input_size(), o.hidden_size()));
   if (o.context_size() > 0) {
     // No bias: fc1 already has one, and a second would only duplicate it.
-    context_projection = register_module("context_projection",
-                                         Dense(DenseOptions(o.context_size(), o.hidden_size()).bias(false)));
+    context_projection =
+        register_module("context_projection", Dense(DenseOptions(o.context_size(), o.hidden_size()).bias(false)));
   }
   fc2 = register_module("fc2", Dense(o.hidden_size(), o.hidden_size()));
   dropout = register_module("dropout", Dropout(o.dropout()));
@@ -66,7 +66,8 @@ at::Tensor GatedResidualNetworkImpl::finish(at::Tensor hidden, const at::Tensor&
     while (c.dim() < hidden.dim()) c = c.unsqueeze(-2);
     hidden = hidden + c;
   } else {
-    TORCH_CHECK(!context.defined(), "GatedResidualNetwork: called with a context but built without one "
+    TORCH_CHECK(!context.defined(),
+                "GatedResidualNetwork: called with a context but built without one "
                 "(set context_size)");
   }
   hidden = fc2(at::elu(hidden));

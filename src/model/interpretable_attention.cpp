@@ -53,22 +53,23 @@ AttentionOutput InterpretableMultiHeadAttentionImpl::forward(const at::Tensor& q
   // Heads share the values, so the mean of the heads' outputs, mean_h(A_h V), equals
   // (mean_h A_h) V: one matmul with V instead of one per head.
   const at::Tensor used = probabilities_quant.is_empty() ? probabilities : probabilities_quant(probabilities);
-  const at::Tensor mixed = attention_dropout(used).mean(1);  // [B, Tq, Tk]
-  const at::Tensor heads_mean = at::matmul(mixed, v_proj(value));    // [B, Tq, d]
+  const at::Tensor mixed = attention_dropout(used).mean(1);        // [B, Tq, Tk]
+  const at::Tensor heads_mean = at::matmul(mixed, v_proj(value));  // [B, Tq, d]
   return {output_dropout(out_proj(heads_mean)), probabilities.mean(1)};
 }
 
 void InterpretableMultiHeadAttentionImpl::enable_qat(const quant::QatSettings& settings) {
   for (auto* dense : {&q_proj, &k_proj, &v_proj, &out_proj}) (*dense)->enable_qat(settings);
   if (probabilities_quant.is_empty()) {
-    probabilities_quant = register_module(
-        "probabilities_quant", quant::ActivationFakeQuant(settings.observer_options()));
+    probabilities_quant =
+        register_module("probabilities_quant", quant::ActivationFakeQuant(settings.observer_options()));
   }
 }
 
 at::Tensor decoder_causal_mask(int64_t encoder_length, int64_t horizon, c10::Device device) {
-  TORCH_CHECK(encoder_length >= 0 && horizon > 0, "decoder_causal_mask: expected encoder_length >= 0 and horizon > 0, got ",
-              encoder_length, " and ", horizon);
+  TORCH_CHECK(encoder_length >= 0 && horizon > 0,
+              "decoder_causal_mask: expected encoder_length >= 0 and horizon > 0, got ", encoder_length, " and ",
+              horizon);
   const auto long_options = at::TensorOptions().dtype(at::kLong).device(device);
   const at::Tensor query_position = at::arange(encoder_length, encoder_length + horizon, long_options).unsqueeze(1);
   const at::Tensor key_position = at::arange(encoder_length + horizon, long_options).unsqueeze(0);

@@ -58,7 +58,8 @@ TemporalFusionTransformerImpl::TemporalFusionTransformerImpl(TftOptions options)
   // The static input needs no context: it is what the contexts are made from.
   static_vsn = register_module(
       "static_vsn", VariableSelectionNetwork(VariableSelectionNetworkOptions(1, hidden).dropout(o.dropout())));
-  static_context_variable_selection = register_module("static_context_variable_selection", GatedResidualNetwork(grn_options(o)));
+  static_context_variable_selection =
+      register_module("static_context_variable_selection", GatedResidualNetwork(grn_options(o)));
   static_context_enrichment = register_module("static_context_enrichment", GatedResidualNetwork(grn_options(o)));
   static_context_state_h = register_module("static_context_state_h", GatedResidualNetwork(grn_options(o)));
   static_context_state_c = register_module("static_context_state_c", GatedResidualNetwork(grn_options(o)));
@@ -69,16 +70,19 @@ TemporalFusionTransformerImpl::TemporalFusionTransformerImpl(TftOptions options)
                                                   .context_size(hidden)));
   decoder_vsn = register_module(
       "decoder_vsn",
-      VariableSelectionNetwork(VariableSelectionNetworkOptions(o.num_known(), hidden).dropout(o.dropout()).context_size(hidden)));
+      VariableSelectionNetwork(
+          VariableSelectionNetworkOptions(o.num_known(), hidden).dropout(o.dropout()).context_size(hidden)));
 
   lstm_encoder = register_module("lstm_encoder", torch::nn::LSTM(lstm_options(o)));
   lstm_decoder = register_module("lstm_decoder", torch::nn::LSTM(lstm_options(o)));
-  post_lstm_gate = register_module("post_lstm_gate", GateAddNorm(GateAddNormOptions(hidden, hidden).dropout(o.dropout())));
+  post_lstm_gate =
+      register_module("post_lstm_gate", GateAddNorm(GateAddNormOptions(hidden, hidden).dropout(o.dropout())));
 
   static_enrichment = register_module("static_enrichment", GatedResidualNetwork(grn_options(o).context_size(hidden)));
-  temporal_attention = register_module(
-      "temporal_attention",
-      InterpretableMultiHeadAttention(InterpretableMultiHeadAttentionOptions(hidden, o.attention_heads()).dropout(o.dropout())));
+  temporal_attention =
+      register_module("temporal_attention",
+                      InterpretableMultiHeadAttention(
+                          InterpretableMultiHeadAttentionOptions(hidden, o.attention_heads()).dropout(o.dropout())));
   post_attention_gate =
       register_module("post_attention_gate", GateAddNorm(GateAddNormOptions(hidden, hidden).dropout(o.dropout())));
   positionwise_grn = register_module("positionwise_grn", GatedResidualNetwork(grn_options(o)));
@@ -117,7 +121,8 @@ std::vector<std::string> TemporalFusionTransformerImpl::per_channel_quantized_we
     if (item.value()->as<DenseImpl>() != nullptr) names.push_back(item.key() + ".linear.weight");
   }
   names.push_back("symbol_embedding.weight");
-  for (const auto& [prefix, lstm] : {std::pair{"lstm_encoder.", lstm_encoder}, std::pair{"lstm_decoder.", lstm_decoder}}) {
+  for (const auto& [prefix, lstm] :
+       {std::pair{"lstm_encoder.", lstm_encoder}, std::pair{"lstm_decoder.", lstm_decoder}}) {
     for (const auto& p : lstm->named_parameters()) {
       if (p.value().dim() == 2) names.push_back(prefix + p.key());  // weight_ih_l*, weight_hh_l*
     }
@@ -164,14 +169,16 @@ TemporalFusionTransformerImpl::IntegerProductSummary TemporalFusionTransformerIm
   // The encoder selects among the observed inputs, then the known ones; the decoder among
   // the known ones (forward embeds each known input once for both).
   const size_t observed = observed_embeddings->size();
-  for (size_t i = 0; i < observed; ++i) with_input(variable_grn(encoder_vsn, i), embedding_observer(observed_embeddings, i));
+  for (size_t i = 0; i < observed; ++i)
+    with_input(variable_grn(encoder_vsn, i), embedding_observer(observed_embeddings, i));
   for (size_t i = 0; i < known_embeddings->size(); ++i) {
     with_input(variable_grn(encoder_vsn, observed + i), embedding_observer(known_embeddings, i));
     with_input(variable_grn(decoder_vsn, i), embedding_observer(known_embeddings, i));
   }
   for (const auto& module : modules(/*include_self=*/false)) {
     auto* grn = module->as<GatedResidualNetworkImpl>();
-    if (grn != nullptr && !fed_by_an_observer.count(grn)) summary.products += grn->use_integer_products(integers, nullptr);
+    if (grn != nullptr && !fed_by_an_observer.count(grn))
+      summary.products += grn->use_integer_products(integers, nullptr);
   }
   summary.products += post_attention_gate->use_integer_products(integers, *temporal_attention->out_proj->output_quant);
   return summary;
@@ -179,7 +186,8 @@ TemporalFusionTransformerImpl::IntegerProductSummary TemporalFusionTransformerIm
 
 at::Tensor TemporalFusionTransformerImpl::embed_symbol(const at::Tensor& symbol) {
   if (!options_.use_qat()) return symbol_embedding(symbol);
-  return symbol_embedding_output_quant(at::embedding(weight_in_use(symbol_embedding->weight, options_, weights_prequantized_), symbol));
+  return symbol_embedding_output_quant(
+      at::embedding(weight_in_use(symbol_embedding->weight, options_, weights_prequantized_), symbol));
 }
 
 std::vector<at::Tensor> TemporalFusionTransformerImpl::lstm_weights(torch::nn::LSTM& lstm) {
@@ -215,12 +223,15 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
   const auto& o = options_;
   const int64_t l = o.encoder_length(), h = o.horizon();
   TORCH_CHECK(observed.dim() == 3 && observed.size(1) == l && observed.size(2) == o.num_observed(),
-              "TemporalFusionTransformer: expected observed [B, ", l, ", ", o.num_observed(), "], got ", observed.sizes());
+              "TemporalFusionTransformer: expected observed [B, ", l, ", ", o.num_observed(), "], got ",
+              observed.sizes());
   const int64_t b = observed.size(0);
   TORCH_CHECK(known.dim() == 3 && known.size(0) == b && known.size(1) == l + h && known.size(2) == o.num_known(),
-              "TemporalFusionTransformer: expected known [", b, ", ", l + h, ", ", o.num_known(), "], got ", known.sizes());
+              "TemporalFusionTransformer: expected known [", b, ", ", l + h, ", ", o.num_known(), "], got ",
+              known.sizes());
   TORCH_CHECK(symbol.dim() == 1 && symbol.size(0) == b && symbol.scalar_type() == at::kLong,
-              "TemporalFusionTransformer: expected symbol int64 [", b, "], got ", symbol.scalar_type(), " ", symbol.sizes());
+              "TemporalFusionTransformer: expected symbol int64 [", b, "], got ", symbol.scalar_type(), " ",
+              symbol.sizes());
   TORCH_CHECK(observed.is_floating_point() && known.scalar_type() == observed.scalar_type(),
               "TemporalFusionTransformer: expected floating-point observed and known of one dtype, got ",
               observed.scalar_type(), " and ", known.scalar_type());
@@ -311,9 +322,8 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
         return Tensors{post_lstm_gate(at::cat({in[0], in[1]}, 1), at::cat({in[2], in[3]}, 1))};
       })[0];
   const at::Tensor enriched =
-      run_segment("static_enrichment", blocks, {temporal, context_enrichment}, [this](const Tensors& in) {
-        return Tensors{static_enrichment(in[0], in[1])};
-      })[0];
+      run_segment("static_enrichment", blocks, {temporal, context_enrichment},
+                  [this](const Tensors& in) { return Tensors{static_enrichment(in[0], in[1])}; })[0];
 
   const Tensors attention = run_segment("attention", blocks, {enriched}, [this, l, h](const Tensors& in) {
     const at::Tensor& enriched = in[0];
@@ -323,10 +333,9 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
     return Tensors{post_attention_gate(attended, enriched_decoder), weights};
   });
 
-  const Tensors quantiles =
-      run_segment("output", blocks, {attention[0], temporal.narrow(1, l, h)}, [this](const Tensors& in) {
-        return Tensors{quantile_outputs(pre_output_gate(positionwise_grn(in[0]), in[1]))};
-      });
+  const Tensors quantiles = run_segment(
+      "output", blocks, {attention[0], temporal.narrow(1, l, h)},
+      [this](const Tensors& in) { return Tensors{quantile_outputs(pre_output_gate(positionwise_grn(in[0]), in[1]))}; });
   return {quantiles[0], statics[0], encoder_selection.weights, decoder_selection.weights, attention[1]};
 }
 

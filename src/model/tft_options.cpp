@@ -18,8 +18,8 @@ std::string quantile_list(const std::vector<double>& quantiles) {
 
 }  // namespace
 
-TftOptions::TftOptions(int64_t num_observed, int64_t num_known, int64_t num_symbols,
-                       int64_t encoder_length, int64_t horizon)
+TftOptions::TftOptions(int64_t num_observed, int64_t num_known, int64_t num_symbols, int64_t encoder_length,
+                       int64_t horizon)
     : num_observed_(num_observed),
       num_known_(num_known),
       num_symbols_(num_symbols),
@@ -28,12 +28,14 @@ TftOptions::TftOptions(int64_t num_observed, int64_t num_known, int64_t num_symb
 
 void TftOptions::validate() const {
   // Sizes that come from the data: a user cannot pass them, so no flag is named.
-  if (num_observed_ < 0) throw Error("model options: num_observed must not be negative, got " + std::to_string(num_observed_));
+  if (num_observed_ < 0)
+    throw Error("model options: num_observed must not be negative, got " + std::to_string(num_observed_));
   if (num_known_ < 1) {
     throw Error("model options: num_known must be at least 1 (the decoder has no other input), got " +
                 std::to_string(num_known_));
   }
-  if (num_symbols_ < 1) throw Error("model options: num_symbols must be at least 1, got " + std::to_string(num_symbols_));
+  if (num_symbols_ < 1)
+    throw Error("model options: num_symbols must be at least 1, got " + std::to_string(num_symbols_));
   // Upper bounds: far above any real configuration, low enough that a mistyped flag or a
   // tampered model file fails here instead of allocating until the machine gives up.
   if (num_observed_ + num_known_ > kMaxInputs) {
@@ -46,7 +48,8 @@ void TftOptions::validate() const {
   }
   auto at_most = [](int64_t value, int64_t max, const char* flag) {
     if (value > max) {
-      throw UsageError(std::string(flag) + " must be at most " + std::to_string(max) + ", got " + std::to_string(value));
+      throw UsageError(std::string(flag) + " must be at most " + std::to_string(max) + ", got " +
+                       std::to_string(value));
     }
   };
   at_most(encoder_length_, kMaxEncoderLength, "--encoder-length");
@@ -56,7 +59,8 @@ void TftOptions::validate() const {
   at_most(lstm_layers_, kMaxLstmLayers, "--lstm-layers");
   at_most(static_cast<int64_t>(quantiles_.size()), kMaxQuantiles, "the number of --quantiles");
 
-  if (encoder_length_ < 1) throw UsageError("--encoder-length must be at least 1, got " + std::to_string(encoder_length_));
+  if (encoder_length_ < 1)
+    throw UsageError("--encoder-length must be at least 1, got " + std::to_string(encoder_length_));
   if (horizon_ < 1) throw UsageError("--horizon must be at least 1, got " + std::to_string(horizon_));
   if (hidden_size_ < 1) throw UsageError("--hidden-size must be at least 1, got " + std::to_string(hidden_size_));
   if (attention_heads_ < 1) {
@@ -126,8 +130,8 @@ TftOptions tft_options_from_json(const nlohmann::json& json) {
       field = name;
       return json.at(name).get<int64_t>();
     };
-    TftOptions o(get_int("num_observed"), get_int("num_known"), get_int("num_symbols"),
-                 get_int("encoder_length"), get_int("horizon"));
+    TftOptions o(get_int("num_observed"), get_int("num_known"), get_int("num_symbols"), get_int("encoder_length"),
+                 get_int("horizon"));
     o.hidden_size(get_int("hidden_size"));
     o.attention_heads(get_int("attention_heads"));
     o.lstm_layers(get_int("lstm_layers"));

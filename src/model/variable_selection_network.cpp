@@ -14,14 +14,16 @@ namespace qtft::model {
 VariableSelectionNetworkImpl::VariableSelectionNetworkImpl(VariableSelectionNetworkOptions options)
     : options_(options) {
   const auto& o = options_;
-  TORCH_CHECK(o.num_inputs() > 0 && o.hidden_size() > 0, "VariableSelectionNetwork: expected positive num_inputs and "
-              "hidden_size, got ", o.num_inputs(), " and ", o.hidden_size());
+  TORCH_CHECK(o.num_inputs() > 0 && o.hidden_size() > 0,
+              "VariableSelectionNetwork: expected positive num_inputs and "
+              "hidden_size, got ",
+              o.num_inputs(), " and ", o.hidden_size());
   if (o.num_inputs() > 1) {
-    flattened_grn = register_module(
-        "flattened_grn", GatedResidualNetwork(GatedResidualNetworkOptions(o.num_inputs() * o.hidden_size(),
-                                                                          o.hidden_size(), o.num_inputs())
-                                                  .dropout(o.dropout())
-                                                  .context_size(o.context_size())));
+    flattened_grn = register_module("flattened_grn",
+                                    GatedResidualNetwork(GatedResidualNetworkOptions(o.num_inputs() * o.hidden_size(),
+                                                                                     o.hidden_size(), o.num_inputs())
+                                                             .dropout(o.dropout())
+                                                             .context_size(o.context_size())));
   }
   variable_grns = register_module("variable_grns", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.num_inputs(); ++i) {
@@ -45,16 +47,15 @@ VariableSelectionOutput VariableSelectionNetworkImpl::forward_variables(const st
   TORCH_CHECK(inputs.size() == n, "VariableSelectionNetwork: expected ", n, " inputs, got ", inputs.size());
   for (const at::Tensor& x : inputs) {
     TORCH_CHECK(x.dim() >= 1 && x.size(-1) == o.hidden_size() && x.sizes() == inputs.front().sizes(),
-                "VariableSelectionNetwork: expected inputs [..., ", o.hidden_size(), "] of one shape, got ",
-                x.sizes(), " and ", inputs.front().sizes());
+                "VariableSelectionNetwork: expected inputs [..., ", o.hidden_size(), "] of one shape, got ", x.sizes(),
+                " and ", inputs.front().sizes());
   }
   using Tensors = std::vector<at::Tensor>;
   if (!flattened_grn) {
     // One input: the context could only steer a choice there is not, so it is not used.
-    const Tensors processed =
-        memory::run_segment("variable_selection", checkpointed, {inputs.front()}, [this](const Tensors& in) {
-          return Tensors{variable_grns->at<GatedResidualNetworkImpl>(0).forward(in[0])};
-        });
+    const Tensors processed = memory::run_segment(
+        "variable_selection", checkpointed, {inputs.front()},
+        [this](const Tensors& in) { return Tensors{variable_grns->at<GatedResidualNetworkImpl>(0).forward(in[0])}; });
     auto weight_sizes = inputs.front().sizes().vec();
     weight_sizes.back() = 1;  // [..., 1]
     return {processed.front(), at::ones(weight_sizes, inputs.front().options())};
@@ -66,10 +67,11 @@ VariableSelectionOutput VariableSelectionNetworkImpl::forward_variables(const st
   Tensors selector_inputs = inputs;
   const bool has_context = context.defined();
   if (has_context) selector_inputs.push_back(context);
-  const at::Tensor weights =
-      memory::run_segment("selection_weights", checkpointed, selector_inputs, [this, n, has_context](const Tensors& in) {
+  const at::Tensor weights = memory::run_segment(
+      "selection_weights", checkpointed, selector_inputs, [this, n, has_context](const Tensors& in) {
         const Tensors embedded(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n));
-        return Tensors{at::softmax(flattened_grn->forward_concatenated(embedded, has_context ? in[n] : at::Tensor()), -1)};
+        return Tensors{
+            at::softmax(flattened_grn->forward_concatenated(embedded, has_context ? in[n] : at::Tensor()), -1)};
       })[0];
   at::Tensor selected;
   for (size_t i = 0; i < n; ++i) {

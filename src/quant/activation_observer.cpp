@@ -55,8 +55,7 @@ at::Tensor ActivationFakeQuantImpl::forward(const at::Tensor& x) {
     // Under checkpointing a segment runs twice per step; the observer must update once and
     // both runs must quantize with the parameters of that update (recompute_context.h).
     switch (memory::current_segment_pass()) {
-      case memory::SegmentPass::Plain:
-        return observe(x);
+      case memory::SegmentPass::Plain: return observe(x);
       case memory::SegmentPass::Recording: {
         at::Tensor out = observe(x);
         memory::current_tape()->record(this, {scale_.clone(), zero_point_.clone()});
@@ -75,8 +74,9 @@ at::Tensor ActivationFakeQuantImpl::forward(const at::Tensor& x) {
 at::Tensor ActivationFakeQuantImpl::calibrate(const at::Tensor& x) {
   check_input(x);
   if (is_frozen()) {
-    throw Error("activation observer: cannot calibrate a frozen observer (its scale and zero point are fixed); "
-                "calibrate before freezing");
+    throw Error(
+        "activation observer: cannot calibrate a frozen observer (its scale and zero point are fixed); "
+        "calibrate before freezing");
   }
   c10::NoGradGuard no_grad;
   return observe(x);

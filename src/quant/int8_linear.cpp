@@ -62,9 +62,11 @@ Int8Linear::Int8Linear(const QuantizedWeight& weight, const at::Tensor& bias, QP
   if (const std::string reason = unavailable_reason(); !reason.empty()) throw Error("integer products: " + reason);
   const at::Tensor& values = weight.values;
   if (values.dim() != 2 || values.scalar_type() != at::kChar || weight.scales.dim() != 1 ||
-      weight.scales.size(0) != values.size(0) || (bias.defined() && (bias.dim() != 1 || bias.size(0) != values.size(0)))) {
+      weight.scales.size(0) != values.size(0) ||
+      (bias.defined() && (bias.dim() != 1 || bias.size(0) != values.size(0)))) {
     throw Error("integer products: expected int8 values [rows, cols], scales [rows] and a bias [rows], got values " +
-                std::string(c10::toString(values.scalar_type())) + " of " + std::to_string(values.dim()) + " dimensions");
+                std::string(c10::toString(values.scalar_type())) + " of " + std::to_string(values.dim()) +
+                " dimensions");
   }
   if (input_qmax < 1 || input_qmax > 255 || input.zero_point < 0 || input.zero_point > input_qmax) {
     throw Error("integer products: input codes must lie in 0..255, got 0.." + std::to_string(input_qmax) +

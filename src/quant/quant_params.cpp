@@ -136,8 +136,7 @@ at::Tensor symmetric_per_channel_scales(const at::Tensor& w, int64_t axis, int64
   return at::clamp_min(scales, kMinScale);
 }
 
-at::Tensor fake_quantize_reference(const at::Tensor& x, double scale, int64_t zero_point, int64_t qmin,
-                                   int64_t qmax) {
+at::Tensor fake_quantize_reference(const at::Tensor& x, double scale, int64_t zero_point, int64_t qmin, int64_t qmax) {
   TORCH_CHECK(x.scalar_type() == at::kFloat, "fake_quantize_reference: expected a float32 tensor, got ",
               x.scalar_type());
   TORCH_CHECK(qmin < qmax, "fake_quantize_reference: expected qmin < qmax, got ", qmin, " and ", qmax);

@@ -15,7 +15,8 @@ namespace qtft::train {
 
 at::Tensor FusedAdam::step(LossClosure closure) {
   for (const auto& group : param_groups()) {
-    if (static_cast<const torch::optim::AdamOptions&>(group.options()).amsgrad()) return torch::optim::Adam::step(closure);
+    if (static_cast<const torch::optim::AdamOptions&>(group.options()).amsgrad())
+      return torch::optim::Adam::step(closure);
   }
   c10::NoGradGuard no_grad;
   at::Tensor loss;
@@ -46,9 +47,8 @@ at::Tensor FusedAdam::step(LossClosure closure) {
       }
       auto& s = static_cast<torch::optim::AdamParamState&>(*slot);
       s.step(s.step() + 1);
-      auto found = std::find_if(step_tensors.begin(), step_tensors.end(), [&](const StepTensor& t) {
-        return t.device == p.device() && t.count == s.step();
-      });
+      auto found = std::find_if(step_tensors.begin(), step_tensors.end(),
+                                [&](const StepTensor& t) { return t.device == p.device() && t.count == s.step(); });
       if (found == step_tensors.end()) {
         const auto options = at::TensorOptions().dtype(at::kFloat).device(p.device());
         step_tensors.push_back({p.device(), s.step(), at::scalar_tensor(static_cast<double>(s.step()), options)});

@@ -4,16 +4,17 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "qtft/common/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 
 namespace qtft::train {
 
-QatStart parse_qat_start(const std::string& name) {
-  if (name == "fp32") return QatStart::Fp32;
-  if (name == "scratch") return QatStart::Scratch;
-  throw UsageError("--qat-start must be fp32 or scratch, got '" + name + "'");
-}
+namespace {
+constexpr EnumNames<QatStart, 2> kQatStarts{{{QatStart::Fp32, "fp32"}, {QatStart::Scratch, "scratch"}}};
+}  // namespace
+
+QatStart parse_qat_start(const std::string& name) { return parse_enum(kQatStarts, name, "--qat-start"); }
 
 void QatRecipe::apply_to(TrainOptions& train) {
   if (!two_phase) return;
@@ -74,8 +75,9 @@ std::optional<TwoPhasePlan> plan_two_phase(const QatRecipe& recipe, const TrainO
   plan.learning_rate = train.learning_rate * recipe.fine_tune_lr_scale;
   if (fp32_loaded) {
     if (recipe.qat_epochs != 0 && recipe.qat_epochs != train.epochs) {
-      throw UsageError("--qat-epochs: a loaded FP32 model is the FP32 phase, so all --epochs fine-tune with QAT; "
-                       "drop --qat-epochs");
+      throw UsageError(
+          "--qat-epochs: a loaded FP32 model is the FP32 phase, so all --epochs fine-tune with QAT; "
+          "drop --qat-epochs");
     }
     plan.qat_epochs = train.epochs;
   } else {
@@ -91,8 +93,7 @@ std::optional<TwoPhasePlan> plan_two_phase(const QatRecipe& recipe, const TrainO
     }
     if (qat < 1 || qat >= train.epochs) {
       throw UsageError("--qat-epochs must be between 1 and --epochs - 1 (" + std::to_string(train.epochs - 1) +
-                       "), got " + std::to_string(qat) +
-                       (recipe.qat_epochs == 0 ? " (--qat-live-epochs + 1)" : ""));
+                       "), got " + std::to_string(qat) + (recipe.qat_epochs == 0 ? " (--qat-live-epochs + 1)" : ""));
     }
     plan.fp32_epochs = train.epochs - qat;
     plan.qat_epochs = qat;

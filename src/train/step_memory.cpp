@@ -1,4 +1,5 @@
 #include "qtft/train/step_memory.h"
+#include "qtft/model/model_building.h"
 
 #include <ATen/Context.h>
 #include <torch/cuda.h>
@@ -10,9 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/memory/rng_state.h"
 #include "qtft/quant/activation_observer.h"
@@ -131,25 +132,26 @@ StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed
                                  const TrainOptions& train, memory::CheckpointPolicy policy, c10::Device device,
                                  int timed_steps) {
   if (policy == memory::CheckpointPolicy::Auto) {
-    throw UsageError("measure_training_step: the checkpoint policy 'auto' must be resolved to none, blocks or lstm first");
+    throw UsageError(
+        "measure_training_step: the checkpoint policy 'auto' must be resolved to none, blocks or lstm first");
   }
   if (timed_steps < 0) throw UsageError("--timed-steps must not be negative, got " + std::to_string(timed_steps));
   // Installing the tracker here, late, could hand oneDNN buffers to the wrong deleter; the
   // program installs it first thing (qtft's main does).
   if (device.is_cpu() && !memory::cpu_memory_tracking_installed()) {
-    throw Error("measuring a training step's memory on the CPU needs the tracking allocator, which this program has "
-                "not installed: call qtft::memory::install_cpu_memory_tracking() first thing in main()");
+    throw Error(
+        "measuring a training step's memory on the CPU needs the tracking allocator, which this program has "
+        "not installed: call qtft::memory::install_cpu_memory_tracking() first thing in main()");
   }
   RandomStateGuard keep_random_state;
 
   StepMemory r;
   const int64_t before_model = current_bytes(device);
-  auto model = infer::build_model(options, seed);
+  auto model = model::build_model(options, seed);
   model->set_checkpoint_policy(policy);
   model->to(device);
   model->train();
-  FusedAdam adam(model->parameters(),
-                 torch::optim::AdamOptions(train.learning_rate).weight_decay(train.weight_decay));
+  FusedAdam adam(model->parameters(), torch::optim::AdamOptions(train.learning_rate).weight_decay(train.weight_decay));
   const auto on_device = batch_on(batch, device);
 
   training_step(model, adam, on_device, train.clip_norm, device);
@@ -160,7 +162,8 @@ StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed
   const auto measured_start = std::chrono::steady_clock::now();
   training_step(model, adam, on_device, train.clip_norm, device);
   synchronize(device);
-  const double measured_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - measured_start).count();
+  const double measured_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - measured_start).count();
   const int64_t peak = memory::memory_stats(device).peak_bytes;
 
   r.weights_bytes = parameter_bytes(*model);

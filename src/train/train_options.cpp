@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qtft/common/enum_names.h"
 #include "qtft/common/error.h"
 
 namespace qtft::memory {
@@ -30,31 +31,24 @@ void TrainOptions::validate() const {
   }
 }
 
-LrSchedule parse_lr_schedule(const std::string& name) {
-  if (name == "none") return LrSchedule::None;
-  if (name == "plateau") return LrSchedule::Plateau;
-  if (name == "cosine") return LrSchedule::Cosine;
-  throw UsageError("--lr-schedule must be none, plateau or cosine, got '" + name + "'");
-}
+namespace {
+constexpr EnumNames<LrSchedule, 3> kLrSchedules{
+    {{LrSchedule::None, "none"}, {LrSchedule::Plateau, "plateau"}, {LrSchedule::Cosine, "cosine"}}};
+}  // namespace
 
-const char* lr_schedule_name(LrSchedule schedule) {
-  switch (schedule) {
-    case LrSchedule::None: return "none";
-    case LrSchedule::Plateau: return "plateau";
-    case LrSchedule::Cosine: return "cosine";
-  }
-  return "?";
-}
+LrSchedule parse_lr_schedule(const std::string& name) { return parse_enum(kLrSchedules, name, "--lr-schedule"); }
+
+const char* lr_schedule_name(LrSchedule schedule) { return enum_name(kLrSchedules, schedule); }
 
 // One definition of the fields: a field added to TrainOptions and left out here is a
 // compile-time choice, not a silent omission. Missing keys read as the defaults.
 NLOHMANN_JSON_SERIALIZE_ENUM(LrSchedule, {{LrSchedule::None, "none"},
                                           {LrSchedule::Plateau, "plateau"},
                                           {LrSchedule::Cosine, "cosine"}})
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainOptions, epochs, batch_size, learning_rate, weight_decay, clip_norm,
-                                                lr_schedule, plateau_factor, plateau_patience, patience, seed,
-                                                eval_batch_size, max_batches_per_epoch, freeze_observers_after_epochs,
-                                                checkpoint_policy, memory_budget_bytes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainOptions, epochs, batch_size, learning_rate, weight_decay,
+                                                clip_norm, lr_schedule, plateau_factor, plateau_patience, patience,
+                                                seed, eval_batch_size, max_batches_per_epoch,
+                                                freeze_observers_after_epochs, checkpoint_policy, memory_budget_bytes)
 
 nlohmann::json to_json(const TrainOptions& o) { return nlohmann::json(o); }
 

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
 #include <numbers>
+#include <set>
 
 #include "qtft/common/error.h"
 #include "qtft/data/batch.h"
@@ -51,24 +51,18 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 nlohmann::json epoch_json(const EpochSummary& s) {
-  return {{"epoch", s.epoch},
-          {"train_loss", s.train_loss},
-          {"val_loss", s.val.loss},
-          {"val_rmse", s.val.rmse},
-          {"val_mae", s.val.mae},
-          {"val_p50", s.val.p50},
-          {"val_p90", s.val.p90},
-          {"learning_rate", s.learning_rate},
-          {"seconds", s.seconds},
-          {"samples_per_second", s.samples_per_second},
-          {"improved", s.improved},
-          {"peak_memory_bytes", s.peak_memory_bytes}};
+  return {{"epoch", s.epoch},       {"train_loss", s.train_loss},
+          {"val_loss", s.val.loss}, {"val_rmse", s.val.rmse},
+          {"val_mae", s.val.mae},   {"val_p50", s.val.p50},
+          {"val_p90", s.val.p90},   {"learning_rate", s.learning_rate},
+          {"seconds", s.seconds},   {"samples_per_second", s.samples_per_second},
+          {"improved", s.improved}, {"peak_memory_bytes", s.peak_memory_bytes}};
 }
 
 // A saved training state fits the model it resumes: every parameter's Adam moments with
 // its shape, consistent counters, a valid generator state. Throws qtft::Error listing what
 // does not, before the trainer changes anything.
-void check_resume_state(const torch::nn::Module& model, const infer::TrainingState& saved) {
+void check_resume_state(const torch::nn::Module& model, const artifact::TrainingState& saved) {
   std::map<std::string, at::Tensor> moments(saved.optimizer.begin(), saved.optimizer.end());
   std::string problems;
   std::set<std::string> expected;
@@ -83,7 +77,8 @@ void check_resume_state(const torch::nn::Module& model, const infer::TrainingSta
       if (it == moments.end()) {
         problems += "\n  missing: " + name;
       } else if (is_step ? (it->second.numel() != 1 || it->second.scalar_type() != at::kLong)
-                         : (it->second.sizes() != p.value().sizes() || it->second.scalar_type() != p.value().scalar_type())) {
+                         : (it->second.sizes() != p.value().sizes() ||
+                            it->second.scalar_type() != p.value().scalar_type())) {
         problems += "\n  " + name + ": " + std::string(c10::toString(it->second.scalar_type())) + " " +
                     c10::str(it->second.sizes()) + " does not fit parameter " + c10::str(p.value().sizes());
       }
@@ -93,8 +88,8 @@ void check_resume_state(const torch::nn::Module& model, const infer::TrainingSta
     if (!expected.count(name)) problems += "\n  unexpected: " + name;
   }
   if (!problems.empty()) throw Error("resume state: the optimizer state does not fit the model:" + problems);
-  if (saved.epochs_completed < 0 || saved.batches_done_in_epoch < 0 || saved.global_step < 0 ||
-      saved.best_epoch < 0 || saved.best_epoch > saved.epochs_completed) {
+  if (saved.epochs_completed < 0 || saved.batches_done_in_epoch < 0 || saved.global_step < 0 || saved.best_epoch < 0 ||
+      saved.best_epoch > saved.epochs_completed) {
     throw Error("resume state: inconsistent counters (epochs_completed " + std::to_string(saved.epochs_completed) +
                 ", batches_done_in_epoch " + std::to_string(saved.batches_done_in_epoch) + ", best_epoch " +
                 std::to_string(saved.best_epoch) + ")");
@@ -123,11 +118,10 @@ Trainer::Trainer(model::TemporalFusionTransformer model, std::shared_ptr<const d
   options_.validate();
   model_->to(device_);
   optimizer_ = std::make_unique<FusedAdam>(
-      model_->parameters(),
-      torch::optim::AdamOptions(options_.learning_rate).weight_decay(options_.weight_decay));
+      model_->parameters(), torch::optim::AdamOptions(options_.learning_rate).weight_decay(options_.weight_decay));
   state_.learning_rate = options_.learning_rate;
   state_.config = to_json(options_);
-  best_weights_ = infer::clone_weights(*model_);
+  best_weights_ = artifact::clone_weights(*model_);
   if (options_.checkpoint_policy != memory::CheckpointPolicy::Auto) {
     model_->set_checkpoint_policy(options_.checkpoint_policy);
     checkpoint_policy_chosen_ = true;
@@ -143,7 +137,8 @@ void Trainer::choose_checkpoint_policy(ProgressReporter& progress) {
   const CheckpointChoice choice = train::choose_checkpoint_policy(model_->options(), options_.seed, batch, options_,
                                                                   device_, options_.memory_budget_bytes);
   model_->set_checkpoint_policy(choice.policy);
-  if (choice.policy != memory::CheckpointPolicy::None) peak_without_checkpointing_ = choice.peak_without_checkpointing();
+  if (choice.policy != memory::CheckpointPolicy::None)
+    peak_without_checkpointing_ = choice.peak_without_checkpointing();
   checkpoint_policy_chosen_ = true;
   progress.note(choice.summary(options_.memory_budget_bytes));
 }
@@ -155,10 +150,10 @@ void Trainer::set_learning_rate(double lr) {
   state_.learning_rate = lr;
 }
 
-void Trainer::resume_from(const infer::TrainingState& saved, const infer::NamedTensors& best_weights) {
+void Trainer::resume_from(const artifact::TrainingState& saved, const artifact::NamedTensors& best_weights) {
   check_resume_state(*model_, saved);  // a malformed state leaves the trainer as it was
   std::map<std::string, at::Tensor> moments(saved.optimizer.begin(), saved.optimizer.end());
-  infer::copy_weights_into(*model_, saved.current_weights, "resume state");  // checks all, then copies
+  artifact::copy_weights_into(*model_, saved.current_weights, "resume state");  // checks all, then copies
   auto& states = optimizer_->state();
   for (const auto& p : model_->named_parameters()) {
     auto exp_avg = moments.find(p.key() + ".exp_avg");
@@ -179,7 +174,7 @@ void Trainer::resume_from(const infer::TrainingState& saved, const infer::NamedT
   best_weights_ = best_weights;
 }
 
-void Trainer::continue_after(const infer::TrainingState& earlier) {
+void Trainer::continue_after(const artifact::TrainingState& earlier) {
   if (earlier.batches_done_in_epoch != 0) {
     throw Error("a training phase can only take over at an epoch's end, not after batch " +
                 std::to_string(earlier.batches_done_in_epoch) + " of epoch " +
@@ -191,9 +186,9 @@ void Trainer::continue_after(const infer::TrainingState& earlier) {
   if (earlier.cpu_rng_state.defined()) random_.set_state(earlier.cpu_rng_state);
 }
 
-infer::TrainingState Trainer::state() const {
-  infer::TrainingState s = state_;
-  s.current_weights = infer::clone_weights(*model_);
+artifact::TrainingState Trainer::state() const {
+  artifact::TrainingState s = state_;
+  s.current_weights = artifact::clone_weights(*model_);
   s.optimizer.clear();
   const auto& states = optimizer_->state();
   for (const auto& p : model_->named_parameters()) {
@@ -208,7 +203,7 @@ infer::TrainingState Trainer::state() const {
   return s;
 }
 
-infer::NamedTensors Trainer::best_weights() const { return best_weights_; }
+artifact::NamedTensors Trainer::best_weights() const { return best_weights_; }
 
 double Trainer::train_step(const std::vector<size_t>& indices) {
   int64_t held_before = 0, state_before = 0;
@@ -250,7 +245,7 @@ bool Trainer::end_epoch(EpochSummary& s, const std::function<bool()>& stop_reque
     state_.best_val_loss = s.val.loss;
     state_.best_epoch = s.epoch;
     state_.epochs_without_improvement = 0;
-    best_weights_ = infer::clone_weights(*model_);
+    best_weights_ = artifact::clone_weights(*model_);
   } else {
     ++state_.epochs_without_improvement;
   }
@@ -305,8 +300,8 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
   track_memory_ = device_.is_cuda() || memory::cpu_memory_tracking_installed();
   // The step of the run (counted from 1) after which the observers freeze; 0: never. The
   // small margin keeps a fraction such as 0.3 x 10 batches at step 3, not 4.
-  const auto freeze_step = static_cast<int64_t>(
-      std::ceil(options_.freeze_observers_after_epochs * static_cast<double>(batches) - 1e-9));
+  const auto freeze_step =
+      static_cast<int64_t>(std::ceil(options_.freeze_observers_after_epochs * static_cast<double>(batches) - 1e-9));
   model_->train();
   while (state_.epochs_completed < options_.epochs && !state_.finished) {
     if (pause_after_epoch_ > 0 && state_.epochs_completed >= pause_after_epoch_) {

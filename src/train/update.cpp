@@ -8,8 +8,8 @@
 namespace qtft::train {
 namespace {
 
-const infer::SeriesMark& mark_for(const data::BarSeries& series, size_t series_count,
-                                  const std::vector<infer::SeriesMark>& marks, const std::string& source) {
+const artifact::SeriesMark& mark_for(const data::BarSeries& series, size_t series_count,
+                                     const std::vector<artifact::SeriesMark>& marks, const std::string& source) {
   for (const auto& m : marks) {
     if (m.symbol == series.symbol) return m;
   }
@@ -22,7 +22,7 @@ const infer::SeriesMark& mark_for(const data::BarSeries& series, size_t series_c
 
 }  // namespace
 
-UpdateBars bars_after(const data::BarSet& bars, const std::vector<infer::SeriesMark>& trained_through,
+UpdateBars bars_after(const data::BarSet& bars, const std::vector<artifact::SeriesMark>& trained_through,
                       int64_t context_bars) {
   UpdateBars out;
   out.bars.source = bars.source;
@@ -34,12 +34,11 @@ UpdateBars bars_after(const data::BarSet& bars, const std::vector<infer::SeriesM
     const auto at = std::lower_bound(ts.begin(), ts.end(), mark.bar_ns);
     const std::string where = bars.source + ": symbol '" + series.symbol + "'";
     if (at == ts.end() || *at != mark.bar_ns) {
-      const std::string range = ts.empty() ? "it has no bars"
-                                           : "its bars run from " + format_utc(ts.front()) + " to " +
-                                                 format_utc(ts.back());
+      const std::string range = ts.empty()
+                                    ? "it has no bars"
+                                    : "its bars run from " + format_utc(ts.front()) + " to " + format_utc(ts.back());
       throw Error(where + " has no bar at " + format_utc(mark.bar_ns) + ", the last bar the model trained on (" +
-                  range +
-                  "): --update needs bars that continue the ones the model saw");
+                  range + "): --update needs bars that continue the ones the model saw");
     }
     const auto last_seen = static_cast<size_t>(at - ts.begin());
     if (series.close[last_seen] != mark.close) {
@@ -48,9 +47,8 @@ UpdateBars bars_after(const data::BarSet& bars, const std::vector<infer::SeriesM
                   ": the bars overlap inconsistently with those the model saw");
     }
     if (last_seen + 1 == series.size()) continue;  // nothing new for this series
-    const size_t first = last_seen + 1 > static_cast<size_t>(context_bars)
-                             ? last_seen + 1 - static_cast<size_t>(context_bars)
-                             : 0;
+    const size_t first =
+        last_seen + 1 > static_cast<size_t>(context_bars) ? last_seen + 1 - static_cast<size_t>(context_bars) : 0;
     out.bars.series.push_back(data::slice_bars(series, first, series.size()));
     out.bars.series.back().symbol = mark.symbol;
     out.added.push_back({mark.symbol, ts[last_seen + 1], ts.back()});

@@ -1,8 +1,10 @@
 #include "qtft/train/workflow.h"
+#include "qtft/model/model_building.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/common/fingerprint.h"
 #include "qtft/common/format.h"
@@ -10,7 +12,6 @@
 #include "qtft/data/feature_spec_json.h"
 #include "qtft/data/regime_coverage.h"
 #include "qtft/dist/data_parallel.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
 #include "qtft/train/update.h"
@@ -25,7 +26,8 @@ void prepare_observers(model::TemporalFusionTransformer& model, const data::Data
   if (fresh && recipe.calibration_batches > 0) {
     events.calibration_started(recipe.calibration_batches);
     calibrate_observers(model, dataset, recipe.calibration_batches, batch_size, seed, device, stop_requested);
-    events.calibration_finished(model, data::calibration_coverage(dataset, recipe.calibration_batches, batch_size, seed));
+    events.calibration_finished(model,
+                                data::calibration_coverage(dataset, recipe.calibration_batches, batch_size, seed));
   }
   if (recipe.freeze_observers) {
     quant::freeze_observers(*model);
@@ -34,7 +36,7 @@ void prepare_observers(model::TemporalFusionTransformer& model, const data::Data
 }
 
 data::RegimeCoverage post_training_quantize(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
-                                           int64_t batches, size_t batch_size, uint64_t seed, c10::Device device) {
+                                            int64_t batches, size_t batch_size, uint64_t seed, c10::Device device) {
   if (batches < 1) throw UsageError("--calibration-batches must be at least 1, got " + std::to_string(batches));
   if (quant::observers_frozen(*model)) throw Error("its observers are already frozen; quantize the FP32 model instead");
   calibrate_observers(model, dataset, batches, batch_size, seed, device);
@@ -70,20 +72,21 @@ void check_training_setup(const TrainingSetup& setup) {
     if (setup.load_model.empty()) throw UsageError("--update needs --load-model FILE (the model to continue)");
     if (setup.resume) throw UsageError("--update starts an update; --resume alone continues an interrupted one");
     if (setup.qat.use_qat || setup.qat.two_phase || setup.qat.freeze_observers) {
-      throw UsageError("--update continues the model as it is (its observers live): drop --use-qat, --two-phase and "
-                       "--freeze-qat-observers");
+      throw UsageError(
+          "--update continues the model as it is (its observers live): drop --use-qat, --two-phase and "
+          "--freeze-qat-observers");
     }
   }
 }
 
 nlohmann::json to_json(const UpdateOrigin& origin) {
-  return {{"after", infer::to_json(infer::Lineage{"", origin.after, origin.parent, origin.added})},
+  return {{"after", artifact::to_json(artifact::Lineage{"", origin.after, origin.parent, origin.added})},
           {"windows", data::to_json(origin.model_windows)}};
 }
 
 UpdateOrigin update_origin_from_json(const nlohmann::json& json) {
   try {
-    auto lineage = infer::lineage_from_json(json.at("after"));
+    auto lineage = artifact::lineage_from_json(json.at("after"));
     return {lineage.trained_through, lineage.parent, lineage.added,
             data::dataset_options_from_json(json.at("windows"))};
   } catch (const nlohmann::json::exception& e) {
@@ -114,7 +117,7 @@ data::Dataset open_update_data(const data::BarSource& source, UpdateOrigin& orig
 }
 
 data::Dataset open_training_data(const data::BarSource& source, const TrainingSetup& setup,
-                                 const std::optional<infer::LoadedModel>& loaded, TrainingEvents& events) {
+                                 const std::optional<artifact::LoadedModel>& loaded, TrainingEvents& events) {
   const auto& options = loaded ? loaded->file.dataset : setup.dataset;
   const data::FeatureSpec* saved = loaded ? &loaded->file.features : nullptr;
   if (source.feature_store_folder().empty()) return data::open_dataset(source, options, saved);
@@ -145,26 +148,29 @@ data::Dataset open_training_data(const data::BarSource& source, const TrainingSe
 PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup setup, TrainingEvents& events) {
   check_training_setup(setup);
 
-  std::optional<infer::LoadedModel> loaded;
+  std::optional<artifact::LoadedModel> loaded;
   std::optional<TwoPhasePlan> plan;  // a run from FP32, planned once the loaded model's kind is known
   std::optional<UpdateOrigin> update;
   if (!setup.load_model.empty()) {
     loaded = setup.model_file
-                 ? infer::model_from_file(std::move(*setup.model_file), setup.load_model.string(), setup.device)
-                 : infer::load_model(setup.load_model, setup.device);
+                 ? artifact::model_from_file(std::move(*setup.model_file), setup.load_model.string(), setup.device)
+                 : artifact::load_model(setup.load_model, setup.device);
     if (loaded->file.int8_weights) {
-      throw Error(setup.load_model.string() + ": an int8 export serves forecasts and cannot be trained; train the QAT "
+      throw Error(setup.load_model.string() +
+                  ": an int8 export serves forecasts and cannot be trained; train the QAT "
                   "model it was exported from");
     }
     events.model_loaded(setup.load_model);
     if (setup.update) {
       if (!loaded->file.lineage) {
-        throw Error(setup.load_model.string() + ": records no bars it trained on (no qtft.lineage: saved before qtft "
+        throw Error(setup.load_model.string() +
+                    ": records no bars it trained on (no qtft.lineage: saved before qtft "
                     "kept one, or not by qtft train); fine-tune it without --update, or train it again");
       }
       update = UpdateOrigin{loaded->file.lineage->trained_through,
                             setup.load_model.filename().string() + " fnv1a64:" + file_fingerprint(setup.load_model),
-                            {}, loaded->file.dataset};
+                            {},
+                            loaded->file.dataset};
     }
     if (setup.resume) {
       if (!loaded->file.training) throw Error(setup.load_model.string() + ": holds no training state to --resume from");
@@ -207,15 +213,15 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
   events.data_ready(*run.dataset);
 
   if (loaded && setup.qat.use_qat && !setup.resume) {
-    infer::convert_to_qat(*loaded, setup.qat.weight_bits, setup.qat.activation_bits, setup.device);
+    artifact::convert_to_qat(*loaded, setup.qat.weight_bits, setup.qat.activation_bits, setup.device);
   }
   if (loaded) {
     run.model = loaded->model;
   } else {
-    model::TftOptions options = infer::model_options_for(*run.dataset);
+    model::TftOptions options = model::model_options_for(*run.dataset);
     setup.architecture.apply_to(options);
     options.use_qat(setup.qat.use_qat).weight_bits(setup.qat.weight_bits).activation_bits(setup.qat.activation_bits);
-    run.model = infer::build_model(options, setup.train.seed);
+    run.model = model::build_model(options, setup.train.seed);
   }
   events.model_ready(run.model, setup.train);
   // An update keeps learning the ranges: the observers' moving averages go on from the file.
@@ -245,14 +251,14 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
   return run;
 }
 
-QatPhase start_qat_phase(const model::TftOptions& fp32_options, const infer::NamedTensors& fp32_weights,
-                         const infer::TrainingState& fp32_state, const TwoPhasePlan& plan, const TrainOptions& train,
+QatPhase start_qat_phase(const model::TftOptions& fp32_options, const artifact::NamedTensors& fp32_weights,
+                         const artifact::TrainingState& fp32_state, const TwoPhasePlan& plan, const TrainOptions& train,
                          const std::shared_ptr<const data::Dataset>& dataset, c10::Device device,
                          const std::shared_ptr<dist::Collective>& group, TrainingEvents& events,
                          const std::function<bool()>& stop_requested) {
   QatPhase phase;
-  phase.model = infer::quantized_model(fp32_options, fp32_weights, plan.weight_bits, plan.activation_bits, device,
-                                       "the FP32 phase's weights");
+  phase.model = artifact::quantized_model(fp32_options, fp32_weights, plan.weight_bits, plan.activation_bits, device,
+                                          "the FP32 phase's weights");
   QatRecipe recipe;
   recipe.calibration_batches = plan.calibration_batches;
   recipe.freeze_observers = plan.live_epochs == 0;
@@ -293,8 +299,8 @@ TrainResult fit_training(PreparedTraining& run, ProgressReporter& progress, Trai
 namespace {
 
 // Per series, the last bar of the training split: what this run trained on.
-infer::Lineage lineage_of(const PreparedTraining& run) {
-  infer::Lineage lineage;
+artifact::Lineage lineage_of(const PreparedTraining& run) {
+  artifact::Lineage lineage;
   const auto& dataset = *run.dataset;
   lineage.source = dataset.source();
   if (run.update) {
@@ -305,7 +311,7 @@ infer::Lineage lineage_of(const PreparedTraining& run) {
   for (const auto& series : dataset.series()) {
     const int64_t train_end = series.split_bounds[1];
     if (train_end <= 0) continue;
-    infer::SeriesMark mark{series.symbol, 0, 0.0};
+    artifact::SeriesMark mark{series.symbol, 0, 0.0};
     dataset.copy(series.timestamp_ns.subspan(static_cast<size_t>(train_end - 1), 1), &mark.bar_ns);
     dataset.copy(series.close.subspan(static_cast<size_t>(train_end - 1), 1), &mark.close);
     auto& marks = lineage.trained_through;
@@ -324,9 +330,9 @@ infer::Lineage lineage_of(const PreparedTraining& run) {
 
 }  // namespace
 
-infer::ModelFile training_model_file(const PreparedTraining& run) {
-  infer::ModelFile file{run.model->options(), run.dataset->spec(), run.dataset->options(),
-                        run.trainer->best_weights(), run.trainer->state()};
+artifact::ModelFile training_model_file(const PreparedTraining& run) {
+  artifact::ModelFile file{run.model->options(), run.dataset->spec(), run.dataset->options(),
+                           run.trainer->best_weights(), run.trainer->state()};
   // Still in the FP32 phase: --resume finishes it, then goes on to the QAT phase.
   if (run.pending_qat_phase) file.training->config["qat_phase"] = to_json(*run.pending_qat_phase);
   if (run.update) {

@@ -14,9 +14,9 @@ namespace qtft {
 namespace {
 
 namespace fs = std::filesystem;
+using test::run_qtft;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using test::run_qtft;
 
 const std::string kModel = " --hidden-size 8 --attention-heads 2 --encoder-length 16 --horizon 4";
 const std::string kShort = " --epochs 1 --max-batches-per-epoch 3 --batch-size 16 --seed 5";
@@ -57,8 +57,8 @@ TEST_F(DatasetCli, TrainingFromTheStoreIsBitwiseTrainingInMemory) {
   EXPECT_THAT(a.err, HasSubstr("Feature store: " + data_ + "_qtft_store/"));
   EXPECT_THAT(a.err, HasSubstr("built: no store yet; 6000 bars, 3 series"));
   EXPECT_THAT(a.out, HasSubstr("rows: 6000 bars, 3 symbols (CL: 2000, ES: 2000, NQ: 2000)"));
-  auto b = run_qtft(dir_, "train --parquet-file " + data_ + " --no-feature-store" + kModel + kShort + " --save-model " +
-                              in_memory);
+  auto b = run_qtft(
+      dir_, "train --parquet-file " + data_ + " --no-feature-store" + kModel + kShort + " --save-model " + in_memory);
   ASSERT_EQ(b.exit_code, 0) << b.err;
   EXPECT_THAT(b.err, Not(HasSubstr("Feature store")));
   auto diff = run_qtft(dir_, "diff " + stored + " " + in_memory);
@@ -68,8 +68,8 @@ TEST_F(DatasetCli, TrainingFromTheStoreIsBitwiseTrainingInMemory) {
   auto evaluated = run_qtft(dir_, "evaluate --load-model " + stored + " --data " + data_);
   ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;
   EXPECT_THAT(evaluated.err, HasSubstr("reused: built from these files with these options"));
-  auto predicted = run_qtft(dir_, "predict --load-model " + stored + " --data " + data_ + " --output " +
-                                      dir_.file("p.csv"));
+  auto predicted =
+      run_qtft(dir_, "predict --load-model " + stored + " --data " + data_ + " --output " + dir_.file("p.csv"));
   ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
   EXPECT_THAT(predicted.err, HasSubstr("reused"));
   EXPECT_EQ(files_named(data_ + "_qtft_store", ".qtfs"), 1u);

@@ -14,8 +14,8 @@
 namespace qtft {
 namespace {
 
-using ::testing::HasSubstr;
 using test::run_qtft;
+using ::testing::HasSubstr;
 
 constexpr int64_t kStartNs = 1704184200LL * 1'000'000'000;  // 2024-01-02T08:30:00Z
 constexpr int64_t kStepNs = 1800LL * 1'000'000'000;         // 30-minute bars
@@ -26,8 +26,8 @@ std::string fx_csv(int first, int n) {
   out << "timestamp,open,high,low,close\n";
   for (int i = first; i < first + n; ++i) {
     double close = 0.9 + 0.01 * std::sin(0.2 * i) + 0.0001 * i;
-    out << format_utc(kStartNs + i * kStepNs) << "," << close - 0.0005 << "," << close + 0.001 << ","
-        << close - 0.001 << "," << close << "\n";
+    out << format_utc(kStartNs + i * kStepNs) << "," << close - 0.0005 << "," << close + 0.001 << "," << close - 0.001
+        << "," << close << "\n";
   }
   return out.str();
 }
@@ -39,7 +39,8 @@ class ForecastCli : public ::testing::Test {
     dir_->write("usdchf_30min.csv", fx_csv(0, 600));
     auto run = run_qtft(*dir_, "train --csv-file " + dir_->file("usdchf_30min.csv") +
                                    " --encoder-length 16 --horizon 4 --hidden-size 8 --attention-heads 2 --epochs 1"
-                                   " --max-batches-per-epoch 2 --save-model " + dir_->file("fx.safetensors"));
+                                   " --max-batches-per-epoch 2 --save-model " +
+                                   dir_->file("fx.safetensors"));
     ASSERT_EQ(run.exit_code, 0) << run.err;
     // The latest bars, after the training file's, in a file of another name.
     dir_->write("recent.csv", fx_csv(600, 30));
@@ -90,16 +91,16 @@ TEST_F(ForecastCli, BadInputsGetClearErrors) {
   run = run_qtft(*dir_, "forecast --load-model " + model());
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("--parquet-file or --csv-file"));
-  run = run_qtft(*dir_, "forecast --load-model " + model() + " --csv-file " + dir_->file("recent.csv") +
-                            " --output f.txt");
+  run = run_qtft(*dir_,
+                 "forecast --load-model " + model() + " --csv-file " + dir_->file("recent.csv") + " --output f.txt");
   EXPECT_EQ(run.exit_code, 2);
-  run = run_qtft(*dir_, "forecast --load-model " + model() + " --csv-file " + dir_->file("recent.csv") +
-                            " --output " + dir_->file("no/such/dir/f.csv"));
+  run = run_qtft(*dir_, "forecast --load-model " + model() + " --csv-file " + dir_->file("recent.csv") + " --output " +
+                            dir_->file("no/such/dir/f.csv"));
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("does not exist"));
   dir_->write("volume.csv", "timestamp,symbol,close\n2024-01-01T00:00:00Z,EURUSD,1.1\n");
-  run = run_qtft(*dir_, "forecast --load-model " + model() + " --csv-file " + dir_->file("volume.csv") +
-                            " --symbol EURUSD");
+  run = run_qtft(*dir_,
+                 "forecast --load-model " + model() + " --csv-file " + dir_->file("volume.csv") + " --symbol EURUSD");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_THAT(run.err, HasSubstr("--symbol EURUSD names the series of files without one"));
 }

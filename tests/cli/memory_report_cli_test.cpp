@@ -11,8 +11,8 @@
 namespace qtft {
 namespace {
 
-using ::testing::HasSubstr;
 using test::run_qtft;
+using ::testing::HasSubstr;
 
 // The embedded data, a tiny model: the command must work without --parquet-file.
 const std::string kTiny =
@@ -28,8 +28,8 @@ nlohmann::json report(const test::TempDir& dir, const std::string& extra) {
 void expect_measured(const nlohmann::json& j, const std::string& column, bool qat) {
   SCOPED_TRACE(column);
   const auto& c = j.at(column);
-  for (const char* key : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activation_peak_bytes",
-                          "total_peak_bytes"}) {
+  for (const char* key :
+       {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activation_peak_bytes", "total_peak_bytes"}) {
     EXPECT_GT(c.at(key).get<int64_t>(), 0) << key;
   }
   if (qat) {
@@ -50,8 +50,8 @@ TEST(MemoryReportCli, JsonHasEveryRowForBothColumns) {
   expect_measured(j, "without", false);
   expect_measured(j, "with", false);
   EXPECT_GT(j.at("step_time_ratio").get<double>(), 0.0);
-  for (const char* key : {"total_peak_bytes", "total_peak_percent", "activation_peak_bytes",
-                          "activation_peak_percent"}) {
+  for (const char* key :
+       {"total_peak_bytes", "total_peak_percent", "activation_peak_bytes", "activation_peak_percent"}) {
     EXPECT_TRUE(j.at("savings").contains(key)) << key;
   }
   EXPECT_EQ(j.at("config").at("hidden_size"), 8);

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "qtft/infer/model_file.h"
-#include "qtft/infer/model_io.h"
+#include "qtft/artifact/model_file.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/quant/observers.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
@@ -16,8 +16,8 @@
 namespace qtft {
 namespace {
 
-using ::testing::HasSubstr;
 using test::run_qtft;
+using ::testing::HasSubstr;
 
 const std::string kSmall =
     " --hidden-size 8 --attention-heads 2 --encoder-length 16 --horizon 4 --max-batches-per-epoch 3 --batch-size 16";
@@ -34,7 +34,7 @@ class QatCli : public ::testing::Test {
     return run;
   }
   std::vector<quant::ObserverStats> observers(const std::string& path) {
-    auto loaded = infer::load_model(path, c10::Device(c10::kCPU));
+    auto loaded = artifact::load_model(path, c10::Device(c10::kCPU));
     return quant::observer_stats(*loaded.model);
   }
   test::TempDir dir_;
@@ -46,7 +46,8 @@ TEST_F(QatCli, PhaseOneCalibratesThenPhaseTwoTrainsWithFrozenObservers) {
   auto metrics = dir_.file("metrics.json");
   auto run = train("--use-qat --qat-calibration-batches 5 --epochs 1 --save-model " + calibrated + " --metrics-json " +
                    metrics + kSmall);
-  EXPECT_THAT(run.out, HasSubstr("Starting QAT calibration (5 batches)...\nCalibration complete\nObserver statistics:\n"));
+  EXPECT_THAT(run.out,
+              HasSubstr("Starting QAT calibration (5 batches)...\nCalibration complete\nObserver statistics:\n"));
   // Which regimes the 5 batches of 16 windows covered, and that 5 is under the checklist's 100.
   EXPECT_THAT(run.out, HasSubstr("Calibration coverage: 80 windows in 5 batches"));
   EXPECT_THAT(run.out, HasSubstr("WARNING few: 5 calibration batches, under the 100"));
@@ -80,8 +81,8 @@ TEST_F(QatCli, PhaseOneCalibratesThenPhaseTwoTrainsWithFrozenObservers) {
 
 TEST_F(QatCli, TwoPhaseTrainsFp32ThenFineTunesAndFreezesAfterTheLiveEpochs) {
   auto model = dir_.file("two_phase.safetensors");
-  auto run = train("--two-phase --qat-live-epochs 1 --qat-calibration-batches 2 --epochs 3 --save-model " + model +
-                   kSmall);
+  auto run =
+      train("--two-phase --qat-live-epochs 1 --qat-calibration-batches 2 --epochs 3 --save-model " + model + kSmall);
   // One live epoch leaves a frozen one: 1 epoch FP32, 2 of QAT.
   EXPECT_THAT(run.out, HasSubstr("Two-phase QAT from FP32: 1 epoch FP32, then 2 epochs of QAT fine-tuning (8-bit "
                                  "weights, 8-bit activations) at learning rate 0.001, observers calibrated on the "
@@ -94,7 +95,8 @@ TEST_F(QatCli, TwoPhaseTrainsFp32ThenFineTunesAndFreezesAfterTheLiveEpochs) {
   }
   // From scratch, as before: the observers live for epoch 1 of 2.
   auto scratch = dir_.file("scratch.safetensors");
-  run = train("--two-phase --qat-start scratch --qat-calibration-batches 2 --epochs 2 --save-model " + scratch + kSmall);
+  run =
+      train("--two-phase --qat-start scratch --qat-calibration-batches 2 --epochs 2 --save-model " + scratch + kSmall);
   EXPECT_THAT(run.out, ::testing::Not(HasSubstr("Two-phase QAT from FP32")));
   for (const auto& s : observers(scratch)) EXPECT_EQ(s.samples, 2 + 3) << s.name;
 
@@ -110,7 +112,9 @@ TEST_F(QatCli, TwoPhaseFromALoadedFp32ModelFineTunesEveryEpoch) {
   auto fp32 = dir_.file("fp32.safetensors");
   train("--epochs 1 --save-model " + fp32 + kSmall);
   auto qat = dir_.file("qat.safetensors");
-  auto run = train("--two-phase --load-model " + fp32 + " --qat-calibration-batches 2 --epochs 2 --max-batches-per-epoch 3 --batch-size 16 --save-model " + qat);
+  auto run =
+      train("--two-phase --load-model " + fp32 +
+            " --qat-calibration-batches 2 --epochs 2 --max-batches-per-epoch 3 --batch-size 16 --save-model " + qat);
   EXPECT_THAT(run.out, HasSubstr("Two-phase QAT from FP32: the loaded FP32 model, then 2 epochs of QAT fine-tuning"));
   EXPECT_THAT(run.out, HasSubstr("Starting QAT calibration (2 batches)"));
   for (const auto& s : observers(qat)) {
@@ -118,9 +122,11 @@ TEST_F(QatCli, TwoPhaseFromALoadedFp32ModelFineTunesEveryEpoch) {
     EXPECT_EQ(s.samples, 2 + 3) << s.name;  // live for 1 of the 2 epochs
   }
   // The fine-tuning's rate: --qat-lr-scale of --learning-rate.
-  run = train("--two-phase --load-model " + fp32 + " --qat-lr-scale 0.5 --qat-calibration-batches 2 --epochs 1 "
-              "--max-batches-per-epoch 3 --batch-size 16 --save-model " + qat);
-  EXPECT_EQ(infer::load_model_file(qat).training->config.at("learning_rate").get<double>(), 1e-3 * 0.5);
+  run = train("--two-phase --load-model " + fp32 +
+              " --qat-lr-scale 0.5 --qat-calibration-batches 2 --epochs 1 "
+              "--max-batches-per-epoch 3 --batch-size 16 --save-model " +
+              qat);
+  EXPECT_EQ(artifact::load_model_file(qat).training->config.at("learning_rate").get<double>(), 1e-3 * 0.5);
 }
 
 TEST_F(QatCli, QuantizeCalibratesAndFreezesAnFp32Model) {
@@ -161,7 +167,8 @@ TEST_F(QatCli, ExportInt8GivesAFileThatEvaluatesAndForecastsAsTheQatModelDoes) {
   const std::string dequantized = " --int8-kernels dequantized";
   auto metrics = [&](const std::string& model, const std::string& flags) {
     auto json_path = dir_.file("metrics.json");
-    auto r = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --metrics-json " + json_path + flags);
+    auto r = run_qtft(
+        dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --metrics-json " + json_path + flags);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     if (model == int8) EXPECT_THAT(r.err, HasSubstr(flags.empty() ? "integer products: " : "int8 products in float"));
     return nlohmann::json::parse(test::read_text(json_path));
@@ -175,8 +182,9 @@ TEST_F(QatCli, ExportInt8GivesAFileThatEvaluatesAndForecastsAsTheQatModelDoes) {
     return r.out;
   };
   EXPECT_EQ(forecast(int8, dequantized), forecast(qat, ""));
-  EXPECT_EQ(run_qtft(dir_, "forecast --load-model " + int8 + " --parquet-file " + data_ + " --int8-kernels fast").exit_code,
-            2);
+  EXPECT_EQ(
+      run_qtft(dir_, "forecast --load-model " + int8 + " --parquet-file " + data_ + " --int8-kernels fast").exit_code,
+      2);
 
   run = run_qtft(dir_, "train --parquet-file " + data_ + " --use-qat --load-model " + int8 + kSmall);
   EXPECT_EQ(run.exit_code, 1);
@@ -195,7 +203,8 @@ TEST_F(QatCli, CompareAccuracyReportsEveryModelAndTheInt8Agreement) {
     for (const char* key : {"val_loss", "val_rmse", "degradation_pct"}) EXPECT_TRUE(j["models"][name].contains(key));
   }
   EXPECT_EQ(j["models"]["fp32"]["recipe"], "FP32, 2 epochs");
-  EXPECT_EQ(j["models"]["qat_frozen"]["recipe"], "FP32 epoch 1, QAT epoch 2 at lr 0.001, 2 calibration batches, live 0.5 epoch(s), then frozen");
+  EXPECT_EQ(j["models"]["qat_frozen"]["recipe"],
+            "FP32 epoch 1, QAT epoch 2 at lr 0.001, 2 calibration batches, live 0.5 epoch(s), then frozen");
   EXPECT_EQ(j["models"]["qat_live"]["recipe"], "FP32 epoch 1, QAT epoch 2 at lr 0.001, 2 calibration batches, live");
   EXPECT_EQ(j["models"]["fp32"]["degradation_pct"].get<double>(), 0.0);
   const auto& agreement = j["models"]["int8"]["against_fake_quant"];

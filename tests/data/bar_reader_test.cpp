@@ -55,15 +55,17 @@ TEST(BarReader, ReadsCsvWithIsoTimestamps) {
 
 TEST(BarReader, AcceptsEveryArrowTimestampUnit) {
   TempDir dir;
-  const std::vector<std::pair<arrow::TimeUnit::type, int64_t>> units{
-      {arrow::TimeUnit::SECOND, 1}, {arrow::TimeUnit::MILLI, 1000},
-      {arrow::TimeUnit::MICRO, 1'000'000}, {arrow::TimeUnit::NANO, 1'000'000'000}};
+  const std::vector<std::pair<arrow::TimeUnit::type, int64_t>> units{{arrow::TimeUnit::SECOND, 1},
+                                                                     {arrow::TimeUnit::MILLI, 1000},
+                                                                     {arrow::TimeUnit::MICRO, 1'000'000},
+                                                                     {arrow::TimeUnit::NANO, 1'000'000'000}};
   for (auto [unit, per_second] : units) {
     auto type = arrow::timestamp(unit, "UTC");
     arrow::TimestampBuilder ts(type, arrow::default_memory_pool());
     ASSERT_TRUE(ts.AppendValues({kT0 * per_second, (kT0 + 60) * per_second}).ok());
-    auto path = write_parquet(dir, "u.parquet", {arrow::field("timestamp", type), arrow::field("close", arrow::float64())},
-                              {ts.Finish().ValueOrDie(), doubles({1.5, 1.25})});
+    auto path =
+        write_parquet(dir, "u.parquet", {arrow::field("timestamp", type), arrow::field("close", arrow::float64())},
+                      {ts.Finish().ValueOrDie(), doubles({1.5, 1.25})});
     auto bars = read_bars_parquet(path);
     ASSERT_EQ(bars.series[0].size(), 2u);
     EXPECT_EQ(bars.series[0].timestamp_ns[1], (kT0 + 60) * 1'000'000'000) << type->ToString();
@@ -74,7 +76,8 @@ TEST(BarReader, AcceptsEveryArrowTimestampUnit) {
 
 TEST(BarReader, ReadsEpochSecondsAndMilliseconds) {
   TempDir dir;
-  auto seconds = dir.write("s.csv", "timestamp,close\n" + std::to_string(kT0) + ",10\n" + std::to_string(kT0 + 60) + ",11\n");
+  auto seconds =
+      dir.write("s.csv", "timestamp,close\n" + std::to_string(kT0) + ",10\n" + std::to_string(kT0 + 60) + ",11\n");
   auto millis = dir.write("ms.csv", "timestamp,close\n" + std::to_string(kT0 * 1000) + ",10\n" +
                                         std::to_string((kT0 + 60) * 1000) + ",11\n");
   EXPECT_EQ(read_bars_csv(seconds).series[0].timestamp_ns[0], kT0 * 1'000'000'000);
@@ -157,30 +160,43 @@ const char* kHeader = "timestamp,symbol,open,high,low,close,volume\n";
 INSTANTIATE_TEST_SUITE_P(
     EveryRule, BarValidation,
     ::testing::Values(
-        CsvCase{"MissingColumn", "timestamp,open,high,low\n2024-01-02T08:30:00Z,1,2,0.5\n",
+        CsvCase{"MissingColumn",
+                "timestamp,open,high,low\n2024-01-02T08:30:00Z,1,2,0.5\n",
                 {"missing close (or price) column 'close'", "columns: timestamp, open, high, low"}},
         CsvCase{"MissingTimestamp", "time,close\n2024-01-02T08:30:00Z,1\n", {"missing timestamp column 'timestamp'"}},
-        CsvCase{"MistypedPrice", "timestamp,close\n2024-01-02T08:30:00Z,abc\n",
+        CsvCase{"MistypedPrice",
+                "timestamp,close\n2024-01-02T08:30:00Z,abc\n",
                 {"column 'close'", "has type string, expected a number"}},
         CsvCase{"MistypedTimestamp", "timestamp,close\n1.5,1\n2.5,2\n", {"column 'timestamp'", "has type double"}},
-        CsvCase{"BadIsoText", "timestamp,close\n2024-01-02T08:30:00Z,1\nyesterday,2\n",
+        CsvCase{"BadIsoText",
+                "timestamp,close\n2024-01-02T08:30:00Z,1\nyesterday,2\n",
                 {"column 'timestamp'", "is not an ISO-8601 timestamp"}},
-        CsvCase{"NullPrice", "timestamp,close\n2024-01-02T08:30:00Z,1\n2024-01-02T08:35:00Z,\n",
+        CsvCase{"NullPrice",
+                "timestamp,close\n2024-01-02T08:30:00Z,1\n2024-01-02T08:35:00Z,\n",
                 {"column 'close', row 2: null value"}},
-        CsvCase{"NaNPrice", "timestamp,close\n2024-01-02T08:30:00Z,1\n2024-01-02T08:35:00Z,nan\n",
+        CsvCase{"NaNPrice",
+                "timestamp,close\n2024-01-02T08:30:00Z,1\n2024-01-02T08:35:00Z,nan\n",
                 {"column 'close', row 2: value nan is not finite"}},
-        CsvCase{"InfinitePrice", "timestamp,close\n2024-01-02T08:30:00Z,inf\n", {"column 'close', row 1: value inf is not finite"}},
-        CsvCase{"NegativePrice", "timestamp,close\n2024-01-02T08:30:00Z,-3\n", {"column 'close', row 1: price -3 is not positive"}},
-        CsvCase{"ZeroPrice", "timestamp,open,high,low,close\n2024-01-02T08:30:00Z,1,2,0,1\n",
+        CsvCase{"InfinitePrice",
+                "timestamp,close\n2024-01-02T08:30:00Z,inf\n",
+                {"column 'close', row 1: value inf is not finite"}},
+        CsvCase{"NegativePrice",
+                "timestamp,close\n2024-01-02T08:30:00Z,-3\n",
+                {"column 'close', row 1: price -3 is not positive"}},
+        CsvCase{"ZeroPrice",
+                "timestamp,open,high,low,close\n2024-01-02T08:30:00Z,1,2,0,1\n",
                 {"column 'low', row 1: price 0 is not positive"}},
         CsvCase{"HighBelowLow",
                 "timestamp,symbol,open,high,low,close,volume\n2024-01-02T08:30:00Z,ES,100,101,99,100,5\n"
                 "2024-01-02T08:35:00Z,ES,100,99.5,100.25,100,5\n",
                 {"column 'high', row 2: high 99.5 is below low 100.25"}},
-        CsvCase{"NegativeVolume", "timestamp,close,volume\n2024-01-02T08:30:00Z,1,-5\n",
+        CsvCase{"NegativeVolume",
+                "timestamp,close,volume\n2024-01-02T08:30:00Z,1,-5\n",
                 {"column 'volume', row 1: volume -5 is negative"}},
-        CsvCase{"NaNVolume", "timestamp,close,volume\n2024-01-02T08:30:00Z,1,nan\n", {"column 'volume', row 1: value nan"}},
-        CsvCase{"PartialRange", "timestamp,high,low,close\n2024-01-02T08:30:00Z,2,1,1.5\n",
+        CsvCase{
+            "NaNVolume", "timestamp,close,volume\n2024-01-02T08:30:00Z,1,nan\n", {"column 'volume', row 1: value nan"}},
+        CsvCase{"PartialRange",
+                "timestamp,high,low,close\n2024-01-02T08:30:00Z,2,1,1.5\n",
                 {"has only some of the columns 'open', 'high', 'low'"}},
         CsvCase{"Unsorted",
                 "timestamp,symbol,close\n2024-01-02T08:35:00Z,ES,1\n2024-01-02T08:40:00Z,NQ,1\n"
@@ -191,13 +207,16 @@ INSTANTIATE_TEST_SUITE_P(
                 "timestamp,symbol,close\n2024-01-02T08:35:00Z,ES,1\n2024-01-02T08:35:00Z,ES,2\n",
                 {"column 'timestamp', row 2: duplicate timestamp 2024-01-02T08:35:00Z for symbol 'ES'"}},
         CsvCase{"HeaderOnly", "timestamp,close\n", {"holds no rows"}},
-        CsvCase{"YearOutOfRange", "timestamp,close\n2300-01-02T08:30:00Z,1\n",
+        CsvCase{"YearOutOfRange",
+                "timestamp,close\n2300-01-02T08:30:00Z,1\n",
                 {"column 'timestamp', row 1", "outside the representable range (years 1677 to 2262)"}},
-        CsvCase{"TwoCloseColumns", "timestamp,close,close\n2024-01-02T08:30:00Z,1,2\n",
-                {"has 2 columns named 'close'"}},
-        CsvCase{"TinyPrice", "timestamp,close\n2024-01-02T08:30:00Z,1e-320\n",
+        CsvCase{
+            "TwoCloseColumns", "timestamp,close,close\n2024-01-02T08:30:00Z,1,2\n", {"has 2 columns named 'close'"}},
+        CsvCase{"TinyPrice",
+                "timestamp,close\n2024-01-02T08:30:00Z,1e-320\n",
                 {"column 'close', row 1: price 1e-320 is too small to be a price"}},
-        CsvCase{"EmptySymbol", "timestamp,symbol,close\n2024-01-02T08:30:00Z,ES,1\n2024-01-02T08:35:00Z,,1\n",
+        CsvCase{"EmptySymbol",
+                "timestamp,symbol,close\n2024-01-02T08:30:00Z,ES,1\n2024-01-02T08:35:00Z,,1\n",
                 {"column 'symbol', row 2: empty symbol"}},
         CsvCase{"UnterminatedQuote",
                 "timestamp,symbol,close\n2024-01-02T08:30:00Z,ES,4749.37\n2024-01-02T08:35:00Z,\"ES,4749.5\n"
@@ -228,7 +247,8 @@ TEST(BarValidation, RejectsNullsInParquet) {
   ASSERT_TRUE(close.AppendNull().ok());
   arrow::Int64Builder ts;
   ASSERT_TRUE(ts.AppendValues({kT0, kT0 + 60}).ok());
-  auto path = write_parquet(dir, "n.parquet", {arrow::field("timestamp", arrow::int64()), arrow::field("close", arrow::float64())},
+  auto path = write_parquet(dir, "n.parquet",
+                            {arrow::field("timestamp", arrow::int64()), arrow::field("close", arrow::float64())},
                             {ts.Finish().ValueOrDie(), close.Finish().ValueOrDie()});
   EXPECT_THAT(error_message([&] { read_bars_parquet(path); }), HasSubstr("column 'close', row 2: null value"));
 }

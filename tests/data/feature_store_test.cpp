@@ -95,16 +95,14 @@ TEST_F(FeatureStore, AFolderIsServedFromItsStoreBitwiseAsFromMemory) {
   const auto again = prepare_feature_store(source_, small_windows(), &spec);
   EXPECT_FALSE(again.built);
   EXPECT_EQ(again.path, seen.path);
-  expect_bitwise_equal(map_feature_store(again.path),
-                       Dataset::build(load_bars(source_), small_windows(), spec));
+  expect_bitwise_equal(map_feature_store(again.path), Dataset::build(load_bars(source_), small_windows(), spec));
 }
 
 TEST_F(FeatureStore, ASingleFileWithAStoreFolderToo) {
   BarSource csv;
   csv.csv_file = dir_.write("bars.csv", test::regular_bars_csv(400));
   csv.feature_store = dir_.file("store");
-  expect_bitwise_equal(open_dataset(csv, small_windows(), nullptr),
-                       Dataset::build(load_bars(csv), small_windows()));
+  expect_bitwise_equal(open_dataset(csv, small_windows(), nullptr), Dataset::build(load_bars(csv), small_windows()));
   // Another spec than its own (a model trained elsewhere) gets a store of its own.
   FeatureSpec other = Dataset::build(load_bars(csv), small_windows()).spec();
   other.target_scale *= 2;
@@ -151,10 +149,9 @@ TEST_F(FeatureStore, ReusedOnlyForTheSameFilesAndOptions) {
 }
 
 TEST_F(FeatureStore, WaitingRanksNeverBuild) {
-  EXPECT_THAT(test::error_message([&] {
-                prepare_feature_store(source_, small_windows(), nullptr, StoreAccess::MustExist);
-              }),
-              HasSubstr("the feature store is missing"));
+  EXPECT_THAT(
+      test::error_message([&] { prepare_feature_store(source_, small_windows(), nullptr, StoreAccess::MustExist); }),
+      HasSubstr("the feature store is missing"));
   EXPECT_FALSE(fs::exists(source_.feature_store_folder()));
 }
 

@@ -113,7 +113,8 @@ TEST_F(ParquetDataset, AColumnOfAnotherTypeIsRefusedByName) {
   arrow::FloatBuilder floats;
   for (const auto& chunk : table->column(index)->chunks()) {
     const auto& doubles = static_cast<const arrow::DoubleArray&>(*chunk);
-    for (int64_t i = 0; i < doubles.length(); ++i) ASSERT_TRUE(floats.Append(static_cast<float>(doubles.Value(i))).ok());
+    for (int64_t i = 0; i < doubles.length(); ++i)
+      ASSERT_TRUE(floats.Append(static_cast<float>(doubles.Value(i))).ok());
   }
   auto column = std::make_shared<arrow::ChunkedArray>(floats.Finish().ValueOrDie());
   table = table->SetColumn(index, arrow::field("close", arrow::float32()), column).ValueOrDie();
@@ -158,8 +159,8 @@ TEST_F(ParquetDataset, FilesWhoseBarsOverlapAreRefused) {
   fs::create_directories(copy);
   fs::copy_file(files.front(), copy / "part-0.parquet");
   const auto message = test::error_message([&] { read_bars_parquet_dataset(folder_, {}); });
-  EXPECT_THAT(message, HasSubstr((copy / "part-0.parquet").string() + ": symbol '" + bars_.series[0].symbol +
-                                 "' starts at"));
+  EXPECT_THAT(message,
+              HasSubstr((copy / "part-0.parquet").string() + ": symbol '" + bars_.series[0].symbol + "' starts at"));
   EXPECT_THAT(message, HasSubstr("not after its last bar so far"));
 }
 

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "qtft/data/batch_order.h"
 #include "qtft/data/dataset.h"
@@ -97,7 +97,8 @@ TEST_F(RegimeCoverageTest, CalibratingOnTheWholeSplitCoversEveryRegimeAsTraining
   EXPECT_THAT(format_regime_coverage(c), HasSubstr("every regime covered"));
   // The deployment checklist's minimum of 100 batches.
   auto few = regime_coverage(dataset(), ids, 99);
-  EXPECT_THAT(few.warnings, ElementsAre("few: 99 calibration batches, under the 100 the deployment checklist asks for"));
+  EXPECT_THAT(few.warnings,
+              ElementsAre("few: 99 calibration batches, under the 100 the deployment checklist asks for"));
 }
 
 TEST_F(RegimeCoverageTest, TercilesAreCutOnAnEvenlySpacedSampleOfTheSplit) {
@@ -120,7 +121,7 @@ TEST_F(RegimeCoverageTest, WarnsWhenCalibrationMissesAVolatilityRegime) {
   EXPECT_THAT(c.volatility.calibration, ElementsAre(calm.size(), 0u, 0u));
   ASSERT_GE(c.warnings.size(), 2u);
   EXPECT_THAT(c.warnings[0], ::testing::MatchesRegex("missing: no calibration window in the normal tercile of "
-                                                       "volatility \\([0-9]+% of training\\)"));
+                                                     "volatility \\([0-9]+% of training\\)"));
   EXPECT_THAT(c.warnings[1], HasSubstr("missing: no calibration window in the volatile tercile of volatility"));
   auto text = format_regime_coverage(c);
   EXPECT_THAT(text, HasSubstr("volatility (cuts "));

@@ -68,9 +68,12 @@ TEST(Synthetic, TradesWeekdaySessionsWithGaps) {
     ASSERT_LT(minute, 15 * 60 + 15);
     if (i == 0) continue;
     int64_t gap_minutes = (t - s.timestamp_ns[i - 1]) / (60 * kNanosPerSecond);
-    if (gap_minutes > 24 * 60) ++weekend_gaps;
-    else if (gap_minutes > 5) ++session_gaps;
-    else ASSERT_EQ(gap_minutes, 5);
+    if (gap_minutes > 24 * 60)
+      ++weekend_gaps;
+    else if (gap_minutes > 5)
+      ++session_gaps;
+    else
+      ASSERT_EQ(gap_minutes, 5);
   }
   EXPECT_GT(session_gaps, 40);
   EXPECT_GT(weekend_gaps, 8);

@@ -29,9 +29,10 @@ GetEnv from(std::map<std::string, std::string> variables) {
   };
 }
 
-const std::map<std::string, std::string> kTorchrun = {{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"LOCAL_RANK", "1"},
-                                                       {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"},
-                                                       {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+const std::map<std::string, std::string> kTorchrun = {
+    {"WORLD_SIZE", "2"},      {"RANK", "1"},
+    {"LOCAL_RANK", "1"},      {"MASTER_ADDR", "127.0.0.1"},
+    {"MASTER_PORT", "29500"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
 
 std::string usage_error(const std::map<std::string, std::string>& variables) {
   try {
@@ -61,7 +62,8 @@ TEST(DistributedEnvironment, BadValuesNameTheVariable) {
     return v;
   };
   EXPECT_EQ(usage_error(with("RANK", "2")), "RANK must be an integer in [0, 1], got '2'");
-  EXPECT_THAT(usage_error(with("MASTER_PORT", "http")), HasSubstr("MASTER_PORT must be an integer in [1, 65535], got 'http'"));
+  EXPECT_THAT(usage_error(with("MASTER_PORT", "http")),
+              HasSubstr("MASTER_PORT must be an integer in [1, 65535], got 'http'"));
   EXPECT_THAT(usage_error(with("WORLD_SIZE", "0")), HasSubstr("WORLD_SIZE must be an integer"));
   auto missing = kTorchrun;
   missing.erase("MASTER_ADDR");
@@ -113,7 +115,8 @@ TEST(Collective, ARendezvousWithoutItsPeerFailsWithinTheTimeout) {
     // c10's backtrace stays out of the message.
     EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("Exception raised from")));
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  // The timeout is 2 s; the bound only catches a rendezvous that ignores it.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(300));
 }
 
 }  // namespace

@@ -11,10 +11,11 @@
 #include <cstdio>
 #include <memory>
 
+#include "qtft/artifact/model_loading.h"
 #include "qtft/dist/collective.h"
 #include "qtft/dist/sharded_evaluation.h"
 #include "qtft/eval/evaluate.h"
-#include "qtft/infer/model_io.h"
+#include "qtft/model/model_building.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
 #include "qtft/train/trainer.h"
@@ -46,27 +47,28 @@ train::TrainOptions train_options(size_t batch_size, int64_t batches) {
 // calling thread: building draws from the process's generator (through a stream of its
 // own that it swaps in), which two threads must not do at once.
 model::TemporalFusionTransformer initial_model(const data::Dataset& d, bool qat) {
-  auto model = infer::build_model(options_for(d, qat), 11);
+  auto model = model::build_model(options_for(d, qat), 11);
   if (qat) train::calibrate_observers(model, d, 2, 16, 1, kCpu);
   return model;
 }
 
-infer::NamedTensors train(const std::shared_ptr<const data::Dataset>& d, model::TemporalFusionTransformer model,
-                          size_t batch_size, int64_t batches, std::shared_ptr<Collective> group) {
+artifact::NamedTensors train(const std::shared_ptr<const data::Dataset>& d, model::TemporalFusionTransformer model,
+                             size_t batch_size, int64_t batches, std::shared_ptr<Collective> group) {
   train::Trainer trainer(model, d, train_options(batch_size, batches), kCpu);
   if (group) trainer.set_data_parallel(group);
   train::ProgressReporter quiet;
   trainer.fit(quiet);
-  return infer::clone_weights(*model);
+  return artifact::clone_weights(*model);
 }
 
 // Two ranks of batch_size each, one thread per rank.
-std::vector<infer::NamedTensors> train_two_ranks(const std::shared_ptr<const data::Dataset>& d, bool qat,
-                                                 size_t batch_size, int64_t batches) {
+std::vector<artifact::NamedTensors> train_two_ranks(const std::shared_ptr<const data::Dataset>& d, bool qat,
+                                                    size_t batch_size, int64_t batches) {
   std::vector<model::TemporalFusionTransformer> models{initial_model(*d, qat), initial_model(*d, qat)};
-  std::vector<infer::NamedTensors> weights(2);
+  std::vector<artifact::NamedTensors> weights(2);
   const auto errors = test::run_loopback_ranks(2, [&](int64_t rank, int64_t port) {
-    auto group = std::make_shared<Collective>(Collective::connect(test::loopback_rank(rank, 2, port), std::chrono::seconds(60)));
+    auto group =
+        std::make_shared<Collective>(Collective::connect(test::loopback_rank(rank, 2, port), std::chrono::seconds(60)));
     weights[rank] = train(d, models[rank], batch_size, batches, group);
   });
   EXPECT_EQ(errors[0], "");
@@ -74,7 +76,7 @@ std::vector<infer::NamedTensors> train_two_ranks(const std::shared_ptr<const dat
   return weights;
 }
 
-void expect_bitwise_equal(const infer::NamedTensors& a, const infer::NamedTensors& b) {
+void expect_bitwise_equal(const artifact::NamedTensors& a, const artifact::NamedTensors& b) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].first, b[i].first);
@@ -150,7 +152,8 @@ TEST(DataParallel, AStopRequestedOnOneRankStopsEveryRankAfterTheSameStep) {
   std::vector<train::TrainResult> results(2);
   std::vector<int64_t> steps(2, -1), batches_done(2, -1);
   const auto errors = test::run_loopback_ranks(2, [&](int64_t rank, int64_t port) {
-    auto group = std::make_shared<Collective>(Collective::connect(test::loopback_rank(rank, 2, port), std::chrono::seconds(10)));
+    auto group =
+        std::make_shared<Collective>(Collective::connect(test::loopback_rank(rank, 2, port), std::chrono::seconds(10)));
     train::Trainer trainer(models[rank], d, train_options(8, 6), kCpu);
     trainer.set_data_parallel(group);
     train::ProgressReporter quiet;

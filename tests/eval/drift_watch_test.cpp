@@ -5,6 +5,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/eval/drift_watch.h"
+#include "qtft/model/model_building.h"
 #include "qtft/train/trainer.h"
 #include "support/bar_files.h"
 #include "support/thrown.h"
@@ -17,15 +18,15 @@ using ::testing::HasSubstr;
 const c10::Device kCpu(c10::kCPU);
 
 // A tiny model trained on the tiny dataset, as a file would hold it.
-infer::LoadedModel trained_model() {
+artifact::LoadedModel trained_model() {
   auto dataset = test::shared(test::tiny_dataset());
-  auto model = infer::build_model(test::tiny_model_options(*dataset), 7);
+  auto model = model::build_model(test::tiny_model_options(*dataset), 7);
   train::Trainer trainer(model, dataset, test::tiny_train_options(), kCpu);
   train::ProgressReporter quiet;
   trainer.fit(quiet);
-  infer::ModelFile file{model->options(), dataset->spec(), dataset->options(), trainer.best_weights(),
-                        trainer.state()};
-  return infer::model_from_file(file, "tiny", kCpu);
+  artifact::ModelFile file{model->options(), dataset->spec(), dataset->options(), trainer.best_weights(),
+                           trainer.state()};
+  return artifact::model_from_file(file, "tiny", kCpu);
 }
 
 TEST(DriftWatch, VerdictsAndExitCodeFollowTheNumbers) {

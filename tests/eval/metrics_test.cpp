@@ -107,7 +107,9 @@ TEST(Metrics, RejectsMismatchedShapes) {
   MetricsAccumulator acc(kQuantiles);
   EXPECT_THAT(test::error_message([&] { acc.add(hand_forecast().slice(2, 0, 2), hand_target()); }),
               HasSubstr("expected forecast [batch, horizon, 3]"));
-  EXPECT_THAT(test::error_message([&] { acc.add(hand_forecast(), hand_target().reshape({1, 2})); }),
+  EXPECT_THAT(test::error_message([&] {
+                acc.add(hand_forecast(), hand_target().reshape({1, 2}));
+              }),
               HasSubstr("expected target [2, 1]"));
   EXPECT_EQ(acc.result().count, 0);
 }

@@ -52,10 +52,10 @@ TEST(QuantileLoss, GradientIsMinusQOrOneMinusQOverN) {
   quantile_loss(forecast, c.target(), c.quantiles).backward();
   auto grad = forecast.grad().reshape({-1});
   ASSERT_EQ(grad.numel(), 4);
-  EXPECT_DOUBLE_EQ(grad[0].item<double>(), -0.1 / 4);  // step 0, q 0.1: y > f
+  EXPECT_DOUBLE_EQ(grad[0].item<double>(), -0.1 / 4);       // step 0, q 0.1: y > f
   EXPECT_DOUBLE_EQ(grad[1].item<double>(), (1 - 0.9) / 4);  // step 0, q 0.9: y < f
   EXPECT_DOUBLE_EQ(grad[2].item<double>(), (1 - 0.1) / 4);  // step 1, q 0.1: y < f
-  EXPECT_DOUBLE_EQ(grad[3].item<double>(), -0.9 / 4);  // step 1, q 0.9: y > f
+  EXPECT_DOUBLE_EQ(grad[3].item<double>(), -0.9 / 4);       // step 1, q 0.9: y > f
 }
 
 TEST(QuantileLoss, MedianIsHalfTheMeanAbsoluteError) {
@@ -67,11 +67,17 @@ TEST(QuantileLoss, MedianIsHalfTheMeanAbsoluteError) {
 
 TEST(QuantileLoss, RejectsMismatchedShapesWithClearMessages) {
   HandCase c;
-  EXPECT_THAT(test::error_message([&] { quantile_loss(c.forecast().reshape({2, 2}), c.target(), c.quantiles); }),
+  EXPECT_THAT(test::error_message([&] {
+                quantile_loss(c.forecast().reshape({2, 2}), c.target(), c.quantiles);
+              }),
               HasSubstr("expected forecast [batch, horizon, quantiles]"));
-  EXPECT_THAT(test::error_message([&] { quantile_loss(c.forecast(), c.target().reshape({2, 1}), c.quantiles); }),
+  EXPECT_THAT(test::error_message([&] {
+                quantile_loss(c.forecast(), c.target().reshape({2, 1}), c.quantiles);
+              }),
               HasSubstr("expected target [1, 2]"));
-  EXPECT_THAT(test::error_message([&] { quantile_loss(c.forecast(), c.target(), {0.1, 0.5, 0.9}); }),
+  EXPECT_THAT(test::error_message([&] {
+                quantile_loss(c.forecast(), c.target(), {0.1, 0.5, 0.9});
+              }),
               HasSubstr("forecast has 2 quantile outputs but 3 quantiles were given"));
 }
 

@@ -11,12 +11,13 @@
 #include <thread>
 
 #include "memory/bitwise.h"
+#include "qtft/artifact/model_file.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/data/dataset.h"
 #include "qtft/infer/forecast.h"
 #include "qtft/infer/forecaster.h"
-#include "qtft/infer/model_file.h"
-#include "qtft/infer/model_io.h"
+#include "qtft/model/model_building.h"
 #include "support/bar_files.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"
@@ -45,9 +46,10 @@ Saved save_tiny_model(int symbols = 2, bool qat = false) {
   s.dataset = data::Dataset::build(s.bars, o);
   auto options = test::tiny_model_options(s.dataset);
   options.use_qat(qat);
-  auto model = build_model(options, 5);
+  auto model = model::build_model(options, 5);
   s.path = s.dir->file("model.safetensors");
-  save_model_file(s.path, {options, s.dataset.spec(), s.dataset.options(), named_weights(*model), std::nullopt});
+  artifact::save_model_file(
+      s.path, {options, s.dataset.spec(), s.dataset.options(), artifact::named_weights(*model), std::nullopt});
   return s;
 }
 
@@ -59,7 +61,7 @@ bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; 
 TEST(Forecaster, MatchesTheBacktestForTheWindowEndingAtT) {
   auto saved = save_tiny_model();
   auto forecaster = Forecaster::load(saved.path);
-  auto loaded = load_model(saved.path, kCpu);
+  auto loaded = artifact::load_model(saved.path, kCpu);
   // The backtest path, one window per forward like the single forecast below.
   auto table = forecast_split(loaded.model, saved.dataset, data::Split::Test, 1, kCpu);
   const int64_t l = saved.dataset.options().encoder_length, h = saved.dataset.options().horizon;
@@ -155,7 +157,8 @@ TEST(Forecaster, ABatchForecastsEverySeriesInOneCall) {
 TEST(Forecaster, ConcurrentCallsGiveTheSerialBits) {
   auto saved = save_tiny_model(2, /*qat=*/true);
   auto forecaster = Forecaster::load(saved.path);
-  EXPECT_EQ(forecaster.kind(), "qat");
+  EXPECT_EQ(forecaster.kind(), ModelKind::Qat);
+  EXPECT_STREQ(model_kind_name(forecaster.kind()), "qat");
   std::vector<data::BarSeries> inputs;
   for (size_t end : {40, 120, 200, 301}) inputs.push_back(first_bars(saved.bars.series[end % 2], end));
   std::vector<Forecast> serial;
@@ -211,9 +214,11 @@ TEST(Forecaster, RefusesBarsItCannotUseWithClearErrors) {
   no_volume.volume.clear();
   EXPECT_THAT(message(no_volume), HasSubstr("the model reads volume"));
   auto recent = first_bars(series, 50);
-  EXPECT_THAT(message(recent, {recent.timestamp_ns.back() + 1}), HasSubstr("1 future timestamps given, the model forecasts 3"));
-  EXPECT_THAT(message(recent, {recent.timestamp_ns.back(), recent.timestamp_ns.back() + 2, recent.timestamp_ns.back() + 3}),
-              HasSubstr("is not after"));
+  EXPECT_THAT(message(recent, {recent.timestamp_ns.back() + 1}),
+              HasSubstr("1 future timestamps given, the model forecasts 3"));
+  EXPECT_THAT(
+      message(recent, {recent.timestamp_ns.back(), recent.timestamp_ns.back() + 2, recent.timestamp_ns.back() + 3}),
+      HasSubstr("is not after"));
 }
 
 TEST(Forecaster, RefusesAFileThatIsNotAModel) {

@@ -41,7 +41,10 @@ std::vector<std::string> names_in(const std::filesystem::path& folder) {
 TEST(AtomicFile, WriteFileAtomicallyWritesExactBytesAndNoTemporary) {
   TempDir dir;
   // Binary content with a NUL and a CR/LF: nothing may be translated or cut short.
-  const std::string content("head\0\r\nmid\xff" "tail", 14);
+  const std::string content(
+      "head\0\r\nmid\xff"
+      "tail",
+      14);
   auto path = dir.path() / "out.bin";
   write_file_atomically(path, content);
   EXPECT_EQ(slurp(path), content);

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <span>
+#include <sstream>
 
 #include "qtft/io/safetensors.h"
 #include "support/temp_dir.h"
@@ -32,9 +32,8 @@ struct ExpectedTensor {
 const std::vector<ExpectedTensor>& expected_tensors() {
   static const std::vector<ExpectedTensor> tensors = {
       // 1.5, -2.25, 0.0, -0.0, inf, 2^24
-      {"f32", DType::F32, {2, 3},
-       {0x00, 0x00, 0xc0, 0x3f, 0x00, 0x00, 0x10, 0xc0, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x80, 0x00, 0x00, 0x80, 0x7f, 0x00, 0x00, 0x80, 0x4b}},
+      {"f32", DType::F32, {2, 3}, {0x00, 0x00, 0xc0, 0x3f, 0x00, 0x00, 0x10, 0xc0, 0x00, 0x00, 0x00, 0x00,
+                                   0x00, 0x00, 0x00, 0x80, 0x00, 0x00, 0x80, 0x7f, 0x00, 0x00, 0x80, 0x4b}},
       // 42.0
       {"f32_scalar", DType::F32, {}, {0x00, 0x00, 0x28, 0x42}},
       // 1.0, -2.0, 0.5, 65504 (the largest finite half)
@@ -42,10 +41,9 @@ const std::vector<ExpectedTensor>& expected_tensors() {
       // 1.0, -2.0, 0.5, 3.140625
       {"bf16", DType::BF16, {2, 2}, {0x80, 0x3f, 0x00, 0xc0, 0x00, 0x3f, 0x49, 0x40}},
       // INT64_MIN, INT64_MAX, 0, -1
-      {"i64", DType::I64, {4},
-       {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        0x7f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        0xff, 0xff}},
+      {"i64", DType::I64, {4}, {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0xff, 0xff, 0xff,
+                                0xff, 0xff, 0xff, 0xff, 0x7f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
       // -128, 127, 0, -1
       {"i8", DType::I8, {2, 2}, {0x80, 0x7f, 0x00, 0xff}},
       {"u8", DType::U8, {3}, {0x00, 0xff, 0x07}},
@@ -66,15 +64,13 @@ std::string slurp(const std::filesystem::path& path) {
 
 // Runs the interop script in `mode` on `file` and returns its exit code; its output lands
 // in *output so a failing test can show what Python said.
-int run_interop_script(const std::string& mode, const std::filesystem::path& file,
-                       const TempDir& dir, std::string* output) {
-  const std::filesystem::path script =
-      std::filesystem::path(QTFT_SCRIPTS_DIR) / "check_safetensors_interop.py";
+int run_interop_script(const std::string& mode, const std::filesystem::path& file, const TempDir& dir,
+                       std::string* output) {
+  const std::filesystem::path script = std::filesystem::path(QTFT_SCRIPTS_DIR) / "check_safetensors_interop.py";
   const auto log = dir.path() / (mode + ".log");
   // Paths are quoted: a checkout under a folder with spaces must still work.
-  const std::string command = "\"" + std::string(QTFT_TEST_PYTHON) + "\" \"" + script.string() +
-                              "\" " + mode + " \"" + file.string() + "\" > \"" + log.string() +
-                              "\" 2>&1";
+  const std::string command = "\"" + std::string(QTFT_TEST_PYTHON) + "\" \"" + script.string() + "\" " + mode + " \"" +
+                              file.string() + "\" > \"" + log.string() + "\" 2>&1";
   int status = std::system(command.c_str());
   *output = slurp(log);
   if (status == -1 || !WIFEXITED(status)) return -1;
@@ -85,9 +81,8 @@ int run_interop_script(const std::string& mode, const std::filesystem::path& fil
 ::testing::AssertionResult python_is_installed() {
   const std::filesystem::path python(QTFT_TEST_PYTHON);
   if (!python.empty() && std::filesystem::exists(python)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "the Python interpreter with safetensors, numpy and torch is missing at '"
-         << QTFT_TEST_PYTHON << "'; run scripts/setup.sh to create the venv";
+  return ::testing::AssertionFailure() << "the Python interpreter with safetensors, numpy and torch is missing at '"
+                                       << QTFT_TEST_PYTHON << "'; run scripts/setup.sh to create the venv";
 }
 
 TEST(SafetensorsPython, ReferenceReaderLoadsWhatWeWriteBitForBit) {

@@ -47,8 +47,7 @@ std::vector<std::byte> raw_file(std::string_view header, std::string_view data =
 
 std::string parse_error(std::string_view header, std::string_view data = {},
                         std::optional<uint64_t> claimed_len = std::nullopt) {
-  return error_message(
-      [&] { SafetensorsFile::parse(raw_file(header, data, claimed_len), "<memory>"); });
+  return error_message([&] { SafetensorsFile::parse(raw_file(header, data, claimed_len), "<memory>"); });
 }
 
 // A distinct byte pattern per dtype, so a test would notice bytes landing in the wrong tensor.
@@ -62,10 +61,9 @@ std::vector<std::byte> pattern(size_t n, int seed) {
 
 TEST(SafetensorsDType, NamesAndSizesFollowTheFormat) {
   const std::vector<std::tuple<DType, std::string, size_t>> expected = {
-      {DType::F64, "F64", 8}, {DType::F32, "F32", 4}, {DType::F16, "F16", 2},
-      {DType::BF16, "BF16", 2}, {DType::I64, "I64", 8}, {DType::I32, "I32", 4},
-      {DType::I16, "I16", 2}, {DType::I8, "I8", 1},   {DType::U8, "U8", 1},
-      {DType::BOOL, "BOOL", 1}};
+      {DType::F64, "F64", 8}, {DType::F32, "F32", 4},  {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2},
+      {DType::I64, "I64", 8}, {DType::I32, "I32", 4},  {DType::I16, "I16", 2}, {DType::I8, "I8", 1},
+      {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1}};
   for (const auto& [dtype, name, size] : expected) {
     EXPECT_EQ(dtype_name(dtype), name);
     EXPECT_EQ(dtype_size(dtype), size) << name;
@@ -78,9 +76,8 @@ TEST(SafetensorsDType, NamesAndSizesFollowTheFormat) {
 
 TEST(SafetensorsRoundTrip, EveryDTypeComesBackWithExactBytes) {
   TempDir dir;
-  const std::vector<DType> dtypes = {DType::F64, DType::F32, DType::F16, DType::BF16,
-                                     DType::I64, DType::I32, DType::I16, DType::I8,
-                                     DType::U8,  DType::BOOL};
+  const std::vector<DType> dtypes = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64,
+                                     DType::I32, DType::I16, DType::I8,  DType::U8,   DType::BOOL};
   std::vector<std::vector<std::byte>> storage;
   std::vector<TensorBytes> tensors;
   for (size_t i = 0; i < dtypes.size(); ++i) {
@@ -100,18 +97,14 @@ TEST(SafetensorsRoundTrip, EveryDTypeComesBackWithExactBytes) {
     EXPECT_EQ(entry.shape, (std::vector<int64_t>{2, 3})) << entry.name;
     EXPECT_EQ(entry.numel(), 6u) << entry.name;
     auto bytes = file.bytes_of(entry);
-    EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), storage[i].begin(), storage[i].end()))
-        << entry.name;
+    EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), storage[i].begin(), storage[i].end())) << entry.name;
   }
   EXPECT_TRUE(file.metadata().empty());
 }
 
 TEST(SafetensorsRoundTrip, MetadataComesBackUnchanged) {
   const std::map<std::string, std::string> metadata = {
-      {"format", "pt"},
-      {"empty", ""},
-      {"quote\"and\\slash", "line\nbreak"},
-      {"unicode", "Zürich ✓"}};
+      {"format", "pt"}, {"empty", ""}, {"quote\"and\\slash", "line\nbreak"}, {"unicode", "Zürich ✓"}};
   auto bytes = serialize_safetensors({}, metadata);
   auto file = SafetensorsFile::parse(bytes, "<memory>");
   EXPECT_EQ(file.metadata(), metadata);
@@ -134,14 +127,12 @@ TEST(SafetensorsWriter, KeepsTheGivenTensorOrderWithMetadataFirst) {
   const std::vector<std::byte> b = {std::byte{0x34}, std::byte{0x12}};
   const std::vector<std::byte> a = {std::byte{0xff}};
   // "b" before "a": the writer must not sort by name, the data buffer follows the caller.
-  auto out = serialize_safetensors({{"b", DType::I16, {1}, b}, {"a", DType::U8, {}, a}},
-                                   {{"k", "v"}});
+  auto out = serialize_safetensors({{"b", DType::I16, {1}, b}, {"a", DType::U8, {}, a}}, {{"k", "v"}});
   // 130 bytes of JSON, padded with 6 spaces to 136 = 0x88.
-  const std::string header =
-      R"({"__metadata__":{"k":"v"},)"
-      R"("b":{"dtype":"I16","shape":[1],"data_offsets":[0,2]},)"
-      R"("a":{"dtype":"U8","shape":[],"data_offsets":[2,3]}})"
-      "      ";
+  const std::string header = R"({"__metadata__":{"k":"v"},)"
+                             R"("b":{"dtype":"I16","shape":[1],"data_offsets":[0,2]},)"
+                             R"("a":{"dtype":"U8","shape":[],"data_offsets":[2,3]}})"
+                             "      ";
   std::string expected("\x88\0\0\0\0\0\0\0", 8);
   expected += header;
   expected += "\x34\x12\xff";
@@ -157,8 +148,7 @@ TEST(SafetensorsRoundTrip, ScalarHasEmptyShapeAndOneElement) {
   double value = -1.25;
   std::vector<std::byte> bytes(sizeof value);
   std::memcpy(bytes.data(), &value, sizeof value);
-  auto file = SafetensorsFile::parse(serialize_safetensors({{"s", DType::F64, {}, bytes}}, {}),
-                                     "<memory>");
+  auto file = SafetensorsFile::parse(serialize_safetensors({{"s", DType::F64, {}, bytes}}, {}), "<memory>");
   const auto& s = file.at("s");
   EXPECT_TRUE(s.shape.empty());
   EXPECT_EQ(s.numel(), 1u);
@@ -197,27 +187,21 @@ TEST(SafetensorsWriter, RejectsDuplicateNames) {
 
 TEST(SafetensorsWriter, RejectsATensorNamedLikeTheMetadataKey) {
   const std::vector<std::byte> one = {std::byte{1}};
-  auto message =
-      error_message([&] { serialize_safetensors({{"__metadata__", DType::U8, {1}, one}}, {}); });
+  auto message = error_message([&] { serialize_safetensors({{"__metadata__", DType::U8, {1}, one}}, {}); });
   EXPECT_NE(message.find("'__metadata__'"), std::string::npos) << message;
 }
 
 TEST(SafetensorsWriter, RejectsBytesThatDoNotMatchShapeAndDType) {
   const std::vector<std::byte> three(3);
-  auto message =
-      error_message([&] { serialize_safetensors({{"w", DType::F32, {1}, three}}, {}); });
-  EXPECT_NE(message.find("tensor 'w' has 3 bytes, its shape and dtype need 4"),
-            std::string::npos)
-      << message;
+  auto message = error_message([&] { serialize_safetensors({{"w", DType::F32, {1}, three}}, {}); });
+  EXPECT_NE(message.find("tensor 'w' has 3 bytes, its shape and dtype need 4"), std::string::npos) << message;
 }
 
 TEST(SafetensorsWriter, RejectsANegativeDimensionEvenWhenAnotherIsZero) {
   // {0, -1} multiplies to 0 bytes, so only an explicit sign check keeps the writer from
   // producing a header that every reader (ours included) refuses.
-  auto message =
-      error_message([&] { serialize_safetensors({{"w", DType::U8, {0, -1}, {}}}, {}); });
-  EXPECT_NE(message.find("tensor 'w' has the negative dimension -1"), std::string::npos)
-      << message;
+  auto message = error_message([&] { serialize_safetensors({{"w", DType::U8, {0, -1}, {}}}, {}); });
+  EXPECT_NE(message.find("tensor 'w' has the negative dimension -1"), std::string::npos) << message;
 }
 
 TEST(SafetensorsWriter, RejectsNamesAndMetadataThatAreNotUtf8AsAnError) {
@@ -225,8 +209,7 @@ TEST(SafetensorsWriter, RejectsNamesAndMetadataThatAreNotUtf8AsAnError) {
   // every other one, not as a JSON library exception.
   EXPECT_THROW(serialize_safetensors({}, {{"k", "\xff\xfe"}}), qtft::Error);
   const std::vector<std::byte> one = {std::byte{1}};
-  auto message =
-      error_message([&] { serialize_safetensors({{"w\xc3", DType::U8, {1}, one}}, {}); });
+  auto message = error_message([&] { serialize_safetensors({{"w\xc3", DType::U8, {1}, one}}, {}); });
   EXPECT_NE(message.find("must be UTF-8"), std::string::npos) << message;
 }
 
@@ -234,8 +217,7 @@ TEST(SafetensorsFile, AtNamesTheFileWhenATensorIsMissing) {
   auto file = SafetensorsFile::parse(serialize_safetensors({}, {}), "weights.safetensors");
   EXPECT_EQ(file.find("w"), nullptr);
   auto message = error_message([&] { file.at("w"); });
-  EXPECT_NE(message.find("weights.safetensors: no tensor named 'w'"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("weights.safetensors: no tensor named 'w'"), std::string::npos) << message;
 }
 
 TEST(SafetensorsFile, ReadOfAMissingFileNamesThePath) {
@@ -249,16 +231,13 @@ TEST(SafetensorsFile, ReadOfAMissingFileNamesThePath) {
 
 TEST(SafetensorsReader, RejectsAFileShorterThanTheLengthField) {
   auto message = error_message([] { SafetensorsFile::parse(to_bytes("\x01\x02\x03"), "tiny"); });
-  EXPECT_NE(message.find("tiny: not a safetensors file: 3 bytes, shorter than the 8-byte"),
-            std::string::npos)
+  EXPECT_NE(message.find("tiny: not a safetensors file: 3 bytes, shorter than the 8-byte"), std::string::npos)
       << message;
 }
 
 TEST(SafetensorsReader, RejectsAHeaderLengthBeyondTheFile) {
   auto message = parse_error("{}", "", 3);
-  EXPECT_NE(message.find("header length 3 runs past the end of the file (10 bytes)"),
-            std::string::npos)
-      << message;
+  EXPECT_NE(message.find("header length 3 runs past the end of the file (10 bytes)"), std::string::npos) << message;
 }
 
 TEST(SafetensorsReader, RejectsAHeaderLengthOverTheCapBeforeLookingAtTheFileSize) {
@@ -274,8 +253,7 @@ TEST(SafetensorsReader, AcceptsAHeaderLengthExactlyAtTheCap) {
 
 TEST(SafetensorsReader, RejectsInvalidJson) {
   auto message = parse_error(R"({"a": )");
-  EXPECT_NE(message.find("<memory>: safetensors header is not valid JSON"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("<memory>: safetensors header is not valid JSON"), std::string::npos) << message;
 }
 
 TEST(SafetensorsReader, RejectsAHeaderThatIsNotAJsonObject) {
@@ -291,54 +269,41 @@ TEST(SafetensorsReader, RejectsAnUnknownDType) {
 
 TEST(SafetensorsReader, RejectsNegativeAndFractionalShapeValues) {
   auto negative = parse_error(R"({"w":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}})", "x");
-  EXPECT_NE(negative.find("shape holds -1, not a non-negative integer"), std::string::npos)
-      << negative;
+  EXPECT_NE(negative.find("shape holds -1, not a non-negative integer"), std::string::npos) << negative;
   auto fraction = parse_error(R"({"w":{"dtype":"U8","shape":[1.0],"data_offsets":[0,1]}})", "x");
-  EXPECT_NE(fraction.find("shape holds 1.0, not a non-negative integer"), std::string::npos)
-      << fraction;
+  EXPECT_NE(fraction.find("shape holds 1.0, not a non-negative integer"), std::string::npos) << fraction;
   // 2^63 fits the JSON parser's unsigned type but not the int64 the shape is stored in.
-  auto huge = parse_error(
-      R"({"w":{"dtype":"U8","shape":[9223372036854775808],"data_offsets":[0,1]}})", "x");
+  auto huge = parse_error(R"({"w":{"dtype":"U8","shape":[9223372036854775808],"data_offsets":[0,1]}})", "x");
   EXPECT_NE(huge.find("not a non-negative integer"), std::string::npos) << huge;
 }
 
 TEST(SafetensorsReader, RejectsOffsetsThatEndBeforeTheyBegin) {
-  auto message =
-      parse_error(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})", "abcd");
-  EXPECT_NE(message.find("data_offsets [4, 0] end before they begin"), std::string::npos)
-      << message;
+  auto message = parse_error(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})", "abcd");
+  EXPECT_NE(message.find("data_offsets [4, 0] end before they begin"), std::string::npos) << message;
 }
 
 TEST(SafetensorsReader, RejectsAByteSizeThatDoesNotMatchShapeAndDType) {
-  auto message =
-      parse_error(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "abcd");
-  EXPECT_NE(message.find("shape and dtype F32 need 8 bytes but data_offsets span 4"),
-            std::string::npos)
-      << message;
+  auto message = parse_error(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "abcd");
+  EXPECT_NE(message.find("shape and dtype F32 need 8 bytes but data_offsets span 4"), std::string::npos) << message;
 }
 
 TEST(SafetensorsReader, RejectsAShapeWhoseByteSizeOverflows) {
   // 2^32 * 2^32 * 1 byte wraps to 0 in 64 bits; without the overflow check this would pass
   // as a zero-size tensor.
-  auto message = parse_error(
-      R"({"w":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})");
+  auto message = parse_error(R"({"w":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})");
   EXPECT_NE(message.find("need more than 2^64 bytes"), std::string::npos) << message;
 }
 
 TEST(SafetensorsReader, RejectsOffsetsPastTheDataBuffer) {
   auto message = parse_error(R"({"w":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})", "abcd");
-  EXPECT_NE(message.find("tensor 'w' ends at byte 8, past the data buffer of 4 bytes"),
-            std::string::npos)
-      << message;
+  EXPECT_NE(message.find("tensor 'w' ends at byte 8, past the data buffer of 4 bytes"), std::string::npos) << message;
 }
 
 TEST(SafetensorsReader, RejectsOverlappingTensors) {
   auto message = parse_error(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
                              R"("b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})",
                              "abcdef");
-  EXPECT_NE(message.find("tensor 'b' at bytes [2, 6) overlaps the tensor before it"),
-            std::string::npos)
-      << message;
+  EXPECT_NE(message.find("tensor 'b' at bytes [2, 6) overlaps the tensor before it"), std::string::npos) << message;
 }
 
 TEST(SafetensorsReader, RejectsAZeroSizeTensorInsideAnother) {
@@ -352,23 +317,17 @@ TEST(SafetensorsReader, RejectsAHoleBetweenTensors) {
   auto message = parse_error(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
                              R"("b":{"dtype":"U8","shape":[4],"data_offsets":[6,10]}})",
                              "abcdefghij");
-  EXPECT_NE(message.find("hole in the data buffer at bytes [4, 6) before tensor 'b'"),
-            std::string::npos)
-      << message;
+  EXPECT_NE(message.find("hole in the data buffer at bytes [4, 6) before tensor 'b'"), std::string::npos) << message;
 }
 
 TEST(SafetensorsReader, RejectsAHoleAtTheStart) {
-  auto message =
-      parse_error(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})", "abcd");
-  EXPECT_NE(message.find("hole in the data buffer at bytes [0, 2)"), std::string::npos)
-      << message;
+  auto message = parse_error(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})", "abcd");
+  EXPECT_NE(message.find("hole in the data buffer at bytes [0, 2)"), std::string::npos) << message;
 }
 
 TEST(SafetensorsReader, RejectsTrailingBytes) {
-  auto message =
-      parse_error(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})", "abcdef");
-  EXPECT_NE(message.find("2 trailing bytes after the last tensor"), std::string::npos)
-      << message;
+  auto message = parse_error(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})", "abcdef");
+  EXPECT_NE(message.find("2 trailing bytes after the last tensor"), std::string::npos) << message;
   // With no tensors at all, every data byte is trailing.
   EXPECT_NE(parse_error("{}", "x").find("1 trailing bytes"), std::string::npos);
 }
@@ -382,31 +341,26 @@ TEST(SafetensorsReader, RejectsATensorNameGivenTwice) {
 }
 
 TEST(SafetensorsReader, RejectsAFieldGivenTwiceInsideATensor) {
-  auto message =
-      parse_error(R"({"a":{"dtype":"U8","dtype":"I8","shape":[1],"data_offsets":[0,1]}})", "x");
+  auto message = parse_error(R"({"a":{"dtype":"U8","dtype":"I8","shape":[1],"data_offsets":[0,1]}})", "x");
   EXPECT_NE(message.find("has the key 'dtype' twice"), std::string::npos) << message;
 }
 
 TEST(SafetensorsReader, RejectsNonStringMetadata) {
   auto message = parse_error(R"({"__metadata__":{"epoch":3}})");
-  EXPECT_NE(message.find("__metadata__ entry 'epoch' is not a string"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("__metadata__ entry 'epoch' is not a string"), std::string::npos) << message;
   auto not_object = parse_error(R"({"__metadata__":"pt"})");
   EXPECT_NE(not_object.find("__metadata__ is not an object"), std::string::npos) << not_object;
 }
 
 TEST(SafetensorsReader, RejectsAnUnknownTensorField) {
-  auto message = parse_error(
-      R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"strides":[1]}})", "x");
+  auto message = parse_error(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"strides":[1]}})", "x");
   EXPECT_NE(message.find("tensor 'w': unknown field 'strides'"), std::string::npos) << message;
 }
 
 TEST(SafetensorsReader, RejectsMissingTensorFields) {
-  EXPECT_NE(parse_error(R"({"w":{"shape":[1],"data_offsets":[0,1]}})", "x")
-                .find("missing or non-string 'dtype'"),
+  EXPECT_NE(parse_error(R"({"w":{"shape":[1],"data_offsets":[0,1]}})", "x").find("missing or non-string 'dtype'"),
             std::string::npos);
-  EXPECT_NE(parse_error(R"({"w":{"dtype":"U8","data_offsets":[0,1]}})", "x")
-                .find("missing or non-array 'shape'"),
+  EXPECT_NE(parse_error(R"({"w":{"dtype":"U8","data_offsets":[0,1]}})", "x").find("missing or non-array 'shape'"),
             std::string::npos);
   EXPECT_NE(parse_error(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0]}})", "x")
                 .find("'data_offsets' must be two non-negative integers"),
@@ -415,8 +369,7 @@ TEST(SafetensorsReader, RejectsMissingTensorFields) {
 }
 
 TEST(SafetensorsReader, RejectsNestingDeeperThanTheFormatNeeds) {
-  auto message =
-      parse_error(R"({"w":{"dtype":"U8","shape":[[1]],"data_offsets":[0,1]}})", "x");
+  auto message = parse_error(R"({"w":{"dtype":"U8","shape":[[1]],"data_offsets":[0,1]}})", "x");
   EXPECT_NE(message.find("nests deeper than 3 levels"), std::string::npos) << message;
   // Deep enough to exhaust a recursive parser's stack; the depth guard stops it at level 4.
   std::string deep = R"({"w":)" + std::string(100000, '[') + std::string(100000, ']') + "}";
@@ -449,8 +402,7 @@ TEST(SafetensorsBadCorpus, EveryFileIsRejectedWithItsManifestPhrase) {
     } catch (const qtft::Error& e) {
       message = e.what();
     }
-    EXPECT_NE(message.find(phrase), std::string::npos)
-        << name << ": expected '" << phrase << "' in: " << message;
+    EXPECT_NE(message.find(phrase), std::string::npos) << name << ": expected '" << phrase << "' in: " << message;
     EXPECT_NE(message.find(item.path().string()), std::string::npos)
         << name << ": the message should name the file: " << message;
   }

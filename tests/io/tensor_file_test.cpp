@@ -18,8 +18,8 @@ TEST(TensorFile, RoundTripsEveryDtypeBitForBit) {
   test::TempDir dir;
   TensorFile file;
   auto base = at::randn({3, 5}, at::kDouble);
-  for (auto type : {at::kDouble, at::kFloat, at::kHalf, at::kBFloat16, at::kLong, at::kInt, at::kShort,
-                    at::kChar, at::kByte, at::kBool}) {
+  for (auto type : {at::kDouble, at::kFloat, at::kHalf, at::kBFloat16, at::kLong, at::kInt, at::kShort, at::kChar,
+                    at::kByte, at::kBool}) {
     file.tensors.emplace_back(std::string(c10::toString(type)), base.mul(10).to(type));
   }
   file.tensors.emplace_back("scalar", at::arange(1, at::kFloat).reshape({}));

@@ -2,11 +2,11 @@
 // random stream come out bitwise as without recompute, and misuse fails with a message.
 #include "qtft/memory/checkpoint.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/autograd.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
-#include <ATen/CPUGeneratorImpl.h>
 
 #include <string>
 
@@ -115,7 +115,8 @@ TEST(Checkpoint, NaiveRecomputeDoubleCountsObserversAndChangesGradients) {
   const StepResult naive = run(Mode::Naive, true);
   EXPECT_EQ(naive.observer_samples, 2 * plain.observer_samples);
   bool any_gradient_differs = false;
-  for (size_t i = 0; i < plain.grads.size(); ++i) any_gradient_differs |= !bitwise_equal(plain.grads[i], naive.grads[i]);
+  for (size_t i = 0; i < plain.grads.size(); ++i)
+    any_gradient_differs |= !bitwise_equal(plain.grads[i], naive.grads[i]);
   EXPECT_TRUE(any_gradient_differs);
   EXPECT_NE(plain.qparams.scale, naive.qparams.scale);
 }

@@ -116,7 +116,7 @@ TEST_F(MemoryTracker, ZeroSizeTensorsWork) {
     EXPECT_EQ(cpu_current(), before);
     at::Tensor joined = at::cat({empty, at::ones({2}, at::kFloat)});
     EXPECT_EQ(joined.numel(), 2);
-    empty.resize_({8});  // a zero-byte storage grows through the allocator
+    empty.resize_({8});                         // a zero-byte storage grows through the allocator
     EXPECT_EQ(cpu_current() - before, 8 + 32);  // joined (8 bytes) + resized (32 bytes)
     at::Tensor raw = at::empty({0}, at::kFloat);
     raw.resize_({0});

@@ -1,17 +1,18 @@
 // Checkpointing the whole TFT: every policy trains bitwise like no checkpointing, with QAT
 // observers live or frozen and without QAT, dropout on.
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/optim/adam.h>
-#include <ATen/CPUGeneratorImpl.h>
 
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "memory/bitwise.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/data/batch.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/memory/checkpoint_policy.h"
+#include "qtft/model/model_building.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
 #include "qtft/train/train_step.h"
@@ -42,7 +43,7 @@ TrainingRun train_steps(Quant quant, CheckpointPolicy policy, int steps = 3, int
   const data::Dataset d = test::tiny_dataset();
   model::TftOptions options = test::tiny_model_options(d);
   options.dropout(0.2).use_qat(quant != Quant::Fp32).lstm_layers(lstm_layers);
-  auto model = infer::build_model(options, 7);
+  auto model = model::build_model(options, 7);
   if (quant != Quant::Fp32) train::calibrate_observers(model, d, 2, 16, 42, kCpu);
   if (quant == Quant::QatFrozen) quant::freeze_observers(*model);
   model->set_checkpoint_policy(policy);

@@ -147,8 +147,8 @@ TEST(GatedResidualNetworkTest, ConcatenatedPartsGiveWhatTheConcatenationGives) {
     const at::Tensor weights = at::randn(expected.sizes(), dtype);
     (expected * weights).sum().backward();
     (actual * weights).sum().backward();
-    EXPECT_TRUE(at::allclose(at::cat({leaves[0].grad(), leaves[1].grad(), leaves[2].grad()}, -1), joined.grad(), 1e-5,
-                             1e-5))
+    EXPECT_TRUE(
+        at::allclose(at::cat({leaves[0].grad(), leaves[1].grad(), leaves[2].grad()}, -1), joined.grad(), 1e-5, 1e-5))
         << "qat " << qat;
   }
   GatedResidualNetwork grn(GatedResidualNetworkOptions(8, 4, 2));

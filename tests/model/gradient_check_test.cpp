@@ -83,7 +83,8 @@ TEST(GradientCheckTest, VariableSelectionNetwork) {
   check_gradient(f, x, "input");
   check_gradient(f, c, "context");
   check_gradient(f, vsn->flattened_grn->fc1->linear->weight, "flattened_grn.fc1.weight");
-  check_gradient(f, vsn->variable_grns->at<GatedResidualNetworkImpl>(1).fc2->linear->weight, "variable_grns.1.fc2.weight");
+  check_gradient(f, vsn->variable_grns->at<GatedResidualNetworkImpl>(1).fc2->linear->weight,
+                 "variable_grns.1.fc2.weight");
 }
 
 TEST(GradientCheckTest, InterpretableAttentionWithCausalMask) {

@@ -61,8 +61,8 @@ TEST(InterpretableMultiHeadAttentionTest, HandComputedSingleHead) {
   // query [1, 0]; keys = values = [[1, 0], [0, 2]]: scores [1, 0] / sqrt(2);
   // weights [s, 1 - s] with s = sigmoid(1 / sqrt 2); output s [1, 0] + (1 - s) [0, 2].
   const double s = 1 / (1 + std::exp(-1 / std::sqrt(2.0)));
-  auto [output, weights] = attention(literal({1, 0}, {1, 1, 2}), literal({1, 0, 0, 2}, {1, 2, 2}),
-                                     literal({1, 0, 0, 2}, {1, 2, 2}));
+  auto [output, weights] =
+      attention(literal({1, 0}, {1, 1, 2}), literal({1, 0, 0, 2}, {1, 2, 2}), literal({1, 0, 0, 2}, {1, 2, 2}));
   EXPECT_TRUE(at::allclose(weights, literal({s, 1 - s}, {1, 1, 2}), 1e-6, 1e-7)) << weights;
   EXPECT_TRUE(at::allclose(output, literal({s, 2 * (1 - s)}, {1, 1, 2}), 1e-6, 1e-7)) << output;
 }

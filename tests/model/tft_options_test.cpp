@@ -13,8 +13,8 @@
 namespace qtft::model {
 namespace {
 
-using ::testing::HasSubstr;
 using test::error_message;
+using ::testing::HasSubstr;
 
 TftOptions valid() { return TftOptions(4, 5, 2, 64, 8); }
 

@@ -46,9 +46,9 @@ TEST(TftTest, OutputShapesAcrossConfigurations) {
         for (const std::vector<double>& quantiles : {std::vector<double>{0.5}, std::vector<double>{0.1, 0.5, 0.9}}) {
           for (int64_t horizon : {1, 3}) {
             for (int64_t batch : {1, 3}) {
-              SCOPED_TRACE(testing::Message() << "hidden " << hidden << " heads " << heads << " layers " << layers
-                                              << " quantiles " << quantiles.size() << " horizon " << horizon
-                                              << " batch " << batch);
+              SCOPED_TRACE(testing::Message()
+                           << "hidden " << hidden << " heads " << heads << " layers " << layers << " quantiles "
+                           << quantiles.size() << " horizon " << horizon << " batch " << batch);
               constexpr int64_t l = 5, o_in = 2, k_in = 3;
               TftOptions options(o_in, k_in, 2, l, horizon);
               options.hidden_size(hidden).attention_heads(heads).lstm_layers(layers).quantiles(quantiles);
@@ -133,8 +133,9 @@ TEST(TftTest, FutureKnownInputsDoNotLeakIntoEarlierSteps) {
     EXPECT_TRUE(at::equal(out.quantiles.narrow(1, 0, j), base.quantiles.narrow(1, 0, j))) << "perturbed step " << j;
     EXPECT_TRUE(at::equal(out.attention.narrow(1, 0, j), base.attention.narrow(1, 0, j))) << "perturbed step " << j;
     EXPECT_FALSE(at::allclose(out.quantiles.narrow(1, j, 1), base.quantiles.narrow(1, j, 1))) << "step " << j;
-    EXPECT_TRUE(at::equal(out.attention.select(1, j).narrow(-1, options.encoder_length() + j + 1, options.horizon() - j - 1),
-                          at::zeros({3, options.horizon() - j - 1})));
+    EXPECT_TRUE(
+        at::equal(out.attention.select(1, j).narrow(-1, options.encoder_length() + j + 1, options.horizon() - j - 1),
+                  at::zeros({3, options.horizon() - j - 1})));
   }
   // The past reaches every step.
   Inputs moved = in;
@@ -158,12 +159,12 @@ int64_t lstm(int64_t hidden, int64_t layers) { return layers * (8 * hidden * hid
 int64_t expected_parameters(const TftOptions& o) {
   const int64_t h = o.hidden_size(), d = h / o.attention_heads();
   const int64_t gate_add_norm = glu(h, h) + layer_norm(h);
-  return (o.num_observed() + o.num_known()) * dense(1, h) + o.num_symbols() * h  // embeddings
-         + vsn(1, h, 0) + 4 * grn(h, h, h, 0)                                    // static encoders
+  return (o.num_observed() + o.num_known()) * dense(1, h) + o.num_symbols() * h    // embeddings
+         + vsn(1, h, 0) + 4 * grn(h, h, h, 0)                                      // static encoders
          + vsn(o.num_observed() + o.num_known(), h, h) + vsn(o.num_known(), h, h)  // temporal selection
-         + 2 * lstm(h, o.lstm_layers()) + gate_add_norm                         // seq2seq
-         + grn(h, h, h, h)                                                       // static enrichment
-         + 2 * dense(h, h) + dense(h, d) + dense(d, h) + gate_add_norm            // attention
+         + 2 * lstm(h, o.lstm_layers()) + gate_add_norm                            // seq2seq
+         + grn(h, h, h, h)                                                         // static enrichment
+         + 2 * dense(h, h) + dense(h, d) + dense(d, h) + gate_add_norm             // attention
          + grn(h, h, h, 0) + gate_add_norm + dense(h, static_cast<int64_t>(o.quantiles().size()));
 }
 
@@ -189,18 +190,27 @@ TEST(TftTest, ParameterCountMatchesTheArchitecture) {
 TEST(TftTest, ParameterPathsAreStable) {
   TemporalFusionTransformer model(TftOptions(2, 3, 2, 6, 4).hidden_size(8).attention_heads(2));
   const auto params = model->named_parameters();
-  for (const char* name : {"observed_embeddings.0.linear.weight", "known_embeddings.2.linear.bias",
-                           "symbol_embedding.weight", "static_vsn.variable_grns.0.fc1.linear.weight",
+  for (const char* name : {"observed_embeddings.0.linear.weight",
+                           "known_embeddings.2.linear.bias",
+                           "symbol_embedding.weight",
+                           "static_vsn.variable_grns.0.fc1.linear.weight",
                            "static_context_variable_selection.fc1.linear.weight",
                            "static_context_enrichment.gate.gate_fc.linear.weight",
-                           "static_context_state_h.layer_norm.weight", "static_context_state_c.fc2.linear.bias",
+                           "static_context_state_h.layer_norm.weight",
+                           "static_context_state_c.fc2.linear.bias",
                            "encoder_vsn.flattened_grn.context_projection.linear.weight",
-                           "decoder_vsn.variable_grns.2.gate.fc.linear.weight", "lstm_encoder.weight_ih_l0",
-                           "lstm_decoder.weight_hh_l0", "post_lstm_gate.glu.fc.linear.weight",
-                           "static_enrichment.context_projection.linear.weight", "temporal_attention.q_proj.linear.weight",
-                           "temporal_attention.k_proj.linear.weight", "temporal_attention.v_proj.linear.weight",
-                           "temporal_attention.out_proj.linear.weight", "post_attention_gate.layer_norm.bias",
-                           "positionwise_grn.fc1.linear.weight", "pre_output_gate.glu.gate_fc.linear.bias",
+                           "decoder_vsn.variable_grns.2.gate.fc.linear.weight",
+                           "lstm_encoder.weight_ih_l0",
+                           "lstm_decoder.weight_hh_l0",
+                           "post_lstm_gate.glu.fc.linear.weight",
+                           "static_enrichment.context_projection.linear.weight",
+                           "temporal_attention.q_proj.linear.weight",
+                           "temporal_attention.k_proj.linear.weight",
+                           "temporal_attention.v_proj.linear.weight",
+                           "temporal_attention.out_proj.linear.weight",
+                           "post_attention_gate.layer_norm.bias",
+                           "positionwise_grn.fc1.linear.weight",
+                           "pre_output_gate.glu.gate_fc.linear.bias",
                            "quantile_outputs.output_layer.linear.weight"}) {
     EXPECT_NE(params.find(name), nullptr) << name;
   }

@@ -18,7 +18,8 @@ namespace qtft::model {
 namespace {
 
 VariableSelectionNetwork make_vsn(int64_t num_inputs, int64_t hidden, int64_t context_size) {
-  VariableSelectionNetwork vsn(VariableSelectionNetworkOptions(num_inputs, hidden).dropout(0.2).context_size(context_size));
+  VariableSelectionNetwork vsn(
+      VariableSelectionNetworkOptions(num_inputs, hidden).dropout(0.2).context_size(context_size));
   vsn->eval();
   return vsn;
 }

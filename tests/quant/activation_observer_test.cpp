@@ -5,16 +5,16 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/fused_moving_avg_obs_fake_quant.h>
 #include <ATen/ops/ones.h>
-#include <ATen/ops/zeros.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <map>
-#include <initializer_list>
 #include <string>
 #include <vector>
 

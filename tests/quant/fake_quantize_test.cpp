@@ -5,8 +5,8 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/fake_quantize_per_tensor_affine.h>
 #include <ATen/ops/full.h>
-#include <ATen/ops/randn.h>
 #include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>

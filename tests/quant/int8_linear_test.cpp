@@ -1,11 +1,11 @@
 // Integer products: on an observer's codes the result is the exact integer sum, scaled,
 // up to float rounding; the saturation bound is the kernel's, pair by pair of columns.
 #include <ATen/ops/abs.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/rand.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
-#include <ATen/ops/rand.h>
-#include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

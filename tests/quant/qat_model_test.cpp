@@ -2,16 +2,17 @@
 // every layer still learns.
 #include <ATen/ops/equal.h>
 #include <ATen/ops/randn_like.h>
-#include <torch/utils.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/utils.h>
 
 #include <map>
 
+#include "qtft/artifact/model_file.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/data/batch.h"
 #include "qtft/eval/quantile_loss.h"
-#include "qtft/infer/model_file.h"
-#include "qtft/infer/model_io.h"
+#include "qtft/model/model_building.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
 #include "qtft/train/trainer.h"
@@ -27,9 +28,9 @@ model::TftOptions qat_options(const data::Dataset& d, int64_t weight_bits = 8) {
   return test::tiny_model_options(d).use_qat(true).weight_bits(weight_bits);
 }
 
-infer::NamedTensors observer_buffers(torch::nn::Module& model) {
-  infer::NamedTensors out;
-  for (const auto& [name, t] : infer::clone_weights(model)) {
+artifact::NamedTensors observer_buffers(torch::nn::Module& model) {
+  artifact::NamedTensors out;
+  for (const auto& [name, t] : artifact::clone_weights(model)) {
     if (quant::is_observer_state(name)) out.emplace_back(name, t);
   }
   return out;
@@ -37,7 +38,7 @@ infer::NamedTensors observer_buffers(torch::nn::Module& model) {
 
 TEST(QatModel, HasObserversWithReadableNames) {
   auto d = test::tiny_dataset();
-  auto model = infer::build_model(qat_options(d), 1);
+  auto model = model::build_model(qat_options(d), 1);
   std::vector<std::string> names;
   for (const auto& s : quant::observer_stats(*model)) names.push_back(s.name);
   using ::testing::Contains;
@@ -51,12 +52,12 @@ TEST(QatModel, HasObserversWithReadableNames) {
   EXPECT_THAT(names, Contains("quantile_outputs.output_layer"));
   EXPECT_THAT(names, Contains("observed_embeddings.0"));
   // An FP32 model has none.
-  EXPECT_TRUE(quant::observer_stats(*infer::build_model(test::tiny_model_options(d), 1)).empty());
+  EXPECT_TRUE(quant::observer_stats(*model::build_model(test::tiny_model_options(d), 1)).empty());
 }
 
 TEST(QatModel, EveryObserverCountsCalibrationAndTrainingStepsExactly) {
   auto d = test::tiny_dataset();
-  auto model = infer::build_model(qat_options(d), 1);
+  auto model = model::build_model(qat_options(d), 1);
   calibrate_observers(model, d, 3, 16, 42, kCpu);
   for (const auto& s : quant::observer_stats(*model)) EXPECT_EQ(s.samples, 3) << s.name;
   auto options = test::tiny_train_options();
@@ -70,12 +71,12 @@ TEST(QatModel, EveryObserverCountsCalibrationAndTrainingStepsExactly) {
 
 TEST(QatModel, FrozenObserversStayBitwiseUnchangedThroughTraining) {
   auto d = test::tiny_dataset();
-  auto model = infer::build_model(qat_options(d), 1);
+  auto model = model::build_model(qat_options(d), 1);
   calibrate_observers(model, d, 2, 16, 42, kCpu);
   quant::freeze_observers(*model);
   EXPECT_TRUE(quant::observers_frozen(*model));
   auto before = observer_buffers(*model);
-  auto weights_before = infer::clone_weights(*model);
+  auto weights_before = artifact::clone_weights(*model);
   Trainer trainer(model, test::shared(d), test::tiny_train_options(), kCpu);
   ProgressReporter quiet;
   trainer.fit(quiet);
@@ -85,12 +86,12 @@ TEST(QatModel, FrozenObserversStayBitwiseUnchangedThroughTraining) {
     EXPECT_TRUE(at::equal(before[i].second, after[i].second)) << before[i].first;
   }
   // Training itself happened: the comparison above is not between untouched models.
-  EXPECT_FALSE(at::equal(weights_before[0].second, infer::clone_weights(*model)[0].second));
+  EXPECT_FALSE(at::equal(weights_before[0].second, artifact::clone_weights(*model)[0].second));
 }
 
 TEST(QatModel, LiveObserversMoveDuringTraining) {
   auto d = test::tiny_dataset();
-  auto model = infer::build_model(qat_options(d), 1);
+  auto model = model::build_model(qat_options(d), 1);
   calibrate_observers(model, d, 1, 16, 42, kCpu);
   auto before = observer_buffers(*model);
   Trainer trainer(model, test::shared(d), test::tiny_train_options(), kCpu);
@@ -105,12 +106,12 @@ TEST(QatModel, LiveObserversMoveDuringTraining) {
 TEST(QatModel, SavedAndReloadedModelKeepsObserversAndOutputsExactly) {
   auto d = test::tiny_dataset();
   auto options = qat_options(d, 4);
-  auto model = infer::build_model(options, 1);
+  auto model = model::build_model(options, 1);
   calibrate_observers(model, d, 3, 16, 42, kCpu);
   test::TempDir dir;
   auto path = dir.file("qat.safetensors");
-  infer::save_model_file(path, {options, d.spec(), d.options(), infer::named_weights(*model), std::nullopt});
-  auto loaded = infer::load_model(path, kCpu);
+  artifact::save_model_file(path, {options, d.spec(), d.options(), artifact::named_weights(*model), std::nullopt});
+  auto loaded = artifact::load_model(path, kCpu);
   EXPECT_EQ(loaded.file.options.weight_bits(), 4);
   auto a = quant::observer_stats(*model), b = quant::observer_stats(*loaded.model);
   ASSERT_EQ(a.size(), b.size());
@@ -132,7 +133,7 @@ TEST(QatModel, SavedAndReloadedModelKeepsObserversAndOutputsExactly) {
 
 TEST(QatModel, EveryParameterReceivesAGradient) {
   auto d = test::tiny_dataset();
-  auto model = infer::build_model(qat_options(d), 1);
+  auto model = model::build_model(qat_options(d), 1);
   calibrate_observers(model, d, 1, 16, 42, kCpu);
   model->train();
   std::vector<size_t> ids{0, 1, 2, 3};
@@ -153,16 +154,16 @@ TEST(QatModel, EveryParameterReceivesAGradient) {
 TEST(QatModel, ConvertingAnFp32ModelKeepsItsWeights) {
   auto d = test::tiny_dataset();
   auto options = test::tiny_model_options(d);
-  auto model = infer::build_model(options, 1);
+  auto model = model::build_model(options, 1);
   test::TempDir dir;
   auto path = dir.file("fp32.safetensors");
-  infer::save_model_file(path, {options, d.spec(), d.options(), infer::named_weights(*model), std::nullopt});
-  auto loaded = infer::load_model(path, kCpu);
-  infer::convert_to_qat(loaded, 8, 8, kCpu);
+  artifact::save_model_file(path, {options, d.spec(), d.options(), artifact::named_weights(*model), std::nullopt});
+  auto loaded = artifact::load_model(path, kCpu);
+  artifact::convert_to_qat(loaded, 8, 8, kCpu);
   EXPECT_TRUE(loaded.model->options().use_qat());
-  auto fp32 = infer::named_weights(*model);
+  auto fp32 = artifact::named_weights(*model);
   std::map<std::string, at::Tensor> qat;
-  for (const auto& [name, t] : infer::named_weights(*loaded.model)) qat[name] = t;
+  for (const auto& [name, t] : artifact::named_weights(*loaded.model)) qat[name] = t;
   for (const auto& [name, t] : fp32) EXPECT_TRUE(at::equal(t, qat.at(name))) << name;
   EXPECT_GT(qat.size(), fp32.size());  // plus the observers
 }

@@ -17,8 +17,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <initializer_list>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -112,7 +112,8 @@ TEST(QuantParamsTest, RangeIsExtendedToIncludeZero) {
 }
 
 TEST(QuantParamsTest, ZeroIsExactlyRepresentable) {
-  const std::vector<std::pair<float, float>> ranges = {{-1, 3}, {1, 2}, {-2, -1}, {-0.3f, 7.1f}, {-1e-9f, 1e-9f}, {0, 0}};
+  const std::vector<std::pair<float, float>> ranges = {{-1, 3},       {1, 2},          {-2, -1},
+                                                       {-0.3f, 7.1f}, {-1e-9f, 1e-9f}, {0, 0}};
   for (const auto& [min, max] : ranges) {
     const QParams p = affine_qparams(min, max, 0, 255);
     const at::Tensor zero = at::zeros({1});
@@ -159,7 +160,8 @@ TEST(QuantParamsTest, AffineParamsEqualAtenBitwise) {
     const QParams expected = aten_qparams(min, max, g.qmin, g.qmax);
     const QParams actual = affine_qparams(min, max, g.qmin, g.qmax);
     ASSERT_EQ(actual.scale, expected.scale) << "[" << min << ", " << max << "] on " << g.qmin << ".." << g.qmax;
-    ASSERT_EQ(actual.zero_point, expected.zero_point) << "[" << min << ", " << max << "] on " << g.qmin << ".." << g.qmax;
+    ASSERT_EQ(actual.zero_point, expected.zero_point)
+        << "[" << min << ", " << max << "] on " << g.qmin << ".." << g.qmax;
   }
 }
 
@@ -231,8 +233,8 @@ TEST(QuantReferenceTest, PerTensorEqualsAtenBitwise) {
     const at::Tensor ties = (at::arange(-300, 300, at::kFloat) + 0.5) * s;
     const at::Tensor x = at::cat({at::randn({4000}) * (max - min), ties});
     const at::Tensor aten_double = at::fake_quantize_per_tensor_affine(x, p.scale, p.zero_point, 0, 255);
-    const at::Tensor aten_tensor = at::fake_quantize_per_tensor_affine(
-        x, at::full({1}, s), at::full({1}, p.zero_point, at::kInt), 0, 255);
+    const at::Tensor aten_tensor =
+        at::fake_quantize_per_tensor_affine(x, at::full({1}, s), at::full({1}, p.zero_point, at::kInt), 0, 255);
     const at::Tensor reference = fake_quantize_reference(x, p.scale, p.zero_point, 0, 255);
     expect_bitwise_equal(aten_double, reference);
     expect_bitwise_equal(aten_tensor, reference);

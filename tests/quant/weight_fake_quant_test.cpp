@@ -1,13 +1,13 @@
 #include "qtft/quant/weight_fake_quant.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/_unique.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/linspace.h>
 #include <ATen/ops/ones_like.h>
-#include <ATen/ops/_unique.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
@@ -42,7 +42,8 @@ TEST(WeightFakeQuantTest, HandComputedEightBit) {
   // Row 1: max |w| = 0.07, s1 = 0.07/127: +-0.07 -> +-127 s1, 0 -> 0.
   const at::Tensor w = literal({1, -0.5, 0.25, 0.07, 0, -0.07}, {2, 3});
   const float s0 = 1.0f / 127.0f, s1 = 0.07f / 127.0f;
-  EXPECT_EQ(values(fake_quantize_weight(w, 8)), (std::vector<float>{127 * s0, -64 * s0, 32 * s0, 127 * s1, 0.0f, -127 * s1}));
+  EXPECT_EQ(values(fake_quantize_weight(w, 8)),
+            (std::vector<float>{127 * s0, -64 * s0, 32 * s0, 127 * s1, 0.0f, -127 * s1}));
 }
 
 TEST(WeightFakeQuantTest, HandComputedFourBitAlongAxisOne) {

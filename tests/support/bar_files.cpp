@@ -17,8 +17,8 @@ std::string regular_bars_csv(int n, const std::string& symbol) {
   out << "timestamp,symbol,open,high,low,close,volume\n";
   for (int i = 0; i < n; ++i) {
     double close = 100.0 + i;
-    out << format_utc(kStartNs + i * kStepNs) << "," << symbol << "," << close - 0.5 << "," << close + 1
-        << "," << close - 1 << "," << close << ",1000\n";
+    out << format_utc(kStartNs + i * kStepNs) << "," << symbol << "," << close - 0.5 << "," << close + 1 << ","
+        << close - 1 << "," << close << ",1000\n";
   }
   return out.str();
 }

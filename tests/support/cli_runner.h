@@ -24,6 +24,10 @@ inline std::string read_text(const std::string& path) {
   return ss.str();
 }
 
+// A prefix for run_qtft that kills a run still going after 300 s (exit 137): a bound that
+// only catches a hang, however loaded the machine, instead of timing the command.
+inline const std::string kHangGuard = "timeout -s KILL 300";
+
 // `prefix` goes before the binary (e.g. "timeout -s INT 3"); outputs land in `dir`.
 inline CliRun run_qtft(const TempDir& dir, const std::string& args, const std::string& prefix = "") {
   auto out = dir.file("stdout.txt"), err = dir.file("stderr.txt");

@@ -16,8 +16,7 @@ class TempDir {
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "qtft";
-    path_ = std::filesystem::temp_directory_path() /
-            ("qtft-test-" + name + "-" + std::to_string(::getpid()));
+    path_ = std::filesystem::temp_directory_path() / ("qtft-test-" + name + "-" + std::to_string(::getpid()));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

@@ -1,6 +1,7 @@
 #include "support/tiny_model.h"
 
-#include "qtft/infer/model_io.h"
+#include "qtft/artifact/model_loading.h"
+#include "qtft/model/model_building.h"
 
 #include "support/bar_files.h"
 
@@ -15,10 +16,7 @@ data::Dataset tiny_dataset() {
 }
 
 model::TftOptions tiny_model_options(const data::Dataset& d) {
-  return infer::model_options_for(d)
-      .hidden_size(8)
-      .attention_heads(2)
-      .dropout(0.1);
+  return model::model_options_for(d).hidden_size(8).attention_heads(2).dropout(0.1);
 }
 
 train::TrainOptions tiny_train_options() {

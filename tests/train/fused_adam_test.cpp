@@ -40,7 +40,8 @@ TEST(FusedAdamTest, StepsAsTorchOptimAdamToRounding) {
     }
     for (size_t i = 0; i < ours.size(); ++i) {
       EXPECT_TRUE(at::allclose(ours[i], theirs[i], 1e-5, 1e-6)) << "parameter " << i << ", decay " << decay;
-      const auto& a = static_cast<const torch::optim::AdamParamState&>(*fused.state().at(ours[i].unsafeGetTensorImpl()));
+      const auto& a =
+          static_cast<const torch::optim::AdamParamState&>(*fused.state().at(ours[i].unsafeGetTensorImpl()));
       const auto& b =
           static_cast<const torch::optim::AdamParamState&>(*reference.state().at(theirs[i].unsafeGetTensorImpl()));
       EXPECT_EQ(a.step(), 6);

@@ -8,9 +8,10 @@
 #include <numeric>
 
 #include "memory/bitwise.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/data/batch.h"
-#include "qtft/infer/model_io.h"
+#include "qtft/model/model_building.h"
 #include "qtft/train/step_memory.h"
 #include "support/tiny_model.h"
 
@@ -34,7 +35,7 @@ StepMemory measure(const model::TftOptions& options, CheckpointPolicy policy = C
 TEST(StepMemory, ParameterRowsFollowFromTheParameterCount) {
   auto d = test::tiny_dataset();
   auto options = test::tiny_model_options(d);
-  const int64_t float_bytes = 4 * infer::count_parameters(*model::TemporalFusionTransformer(options));
+  const int64_t float_bytes = 4 * model::count_parameters(*model::TemporalFusionTransformer(options));
   auto m = measure(options);
   EXPECT_EQ(m.weights_bytes, float_bytes);
   EXPECT_EQ(m.gradients_bytes, float_bytes);      // every parameter has a float gradient

@@ -32,10 +32,10 @@ TrainOptions unusual() {
 
 TEST(TrainOptionsJson, EveryFieldIsWritten) {
   auto j = to_json(unusual());
-  for (const char* key : {"epochs", "batch_size", "learning_rate", "weight_decay", "clip_norm", "lr_schedule",
-                          "plateau_factor", "plateau_patience", "patience", "seed", "eval_batch_size",
-                          "max_batches_per_epoch", "freeze_observers_after_epochs", "checkpoint_policy",
-                          "memory_budget_bytes"}) {
+  for (const char* key :
+       {"epochs", "batch_size", "learning_rate", "weight_decay", "clip_norm", "lr_schedule", "plateau_factor",
+        "plateau_patience", "patience", "seed", "eval_batch_size", "max_batches_per_epoch",
+        "freeze_observers_after_epochs", "checkpoint_policy", "memory_budget_bytes"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j.size(), 15u);  // a new field shows up here

@@ -2,16 +2,17 @@
 // interrupt, and the best epoch's weights kept.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/equal.h>
-#include <torch/utils.h>
 #include <gtest/gtest.h>
+#include <torch/utils.h>
 
 #include <type_traits>
 
 #include "memory/bitwise.h"
+#include "qtft/artifact/model_file.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/eval/evaluate.h"
-#include "qtft/infer/model_file.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/memory/rng_state.h"
+#include "qtft/model/model_building.h"
 #include "qtft/train/trainer.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"
@@ -21,7 +22,7 @@ namespace {
 
 const c10::Device kCpu(c10::kCPU);
 
-void expect_bitwise_equal(const infer::NamedTensors& a, const infer::NamedTensors& b) {
+void expect_bitwise_equal(const artifact::NamedTensors& a, const artifact::NamedTensors& b) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].first, b[i].first);
@@ -36,12 +37,12 @@ static_assert(!std::is_constructible_v<Trainer, model::TemporalFusionTransformer
 
 struct Run {
   TrainResult result;
-  infer::TrainingState state;
-  infer::NamedTensors best;
+  artifact::TrainingState state;
+  artifact::NamedTensors best;
 };
 
 Run train_once(const data::Dataset& d, ProgressReporter& progress, const std::function<bool()>& stop = {}) {
-  auto model = infer::build_model(test::tiny_model_options(d), 7);
+  auto model = model::build_model(test::tiny_model_options(d), 7);
   Trainer trainer(model, test::shared(d), test::tiny_train_options(), kCpu);
   auto result = trainer.fit(progress, stop);
   return {result, trainer.state(), trainer.best_weights()};
@@ -60,7 +61,7 @@ TEST(Trainer, SameSeedGivesBitIdenticalLossesAndWeights) {
   expect_bitwise_equal(a.state.current_weights, b.state.current_weights);
   expect_bitwise_equal(a.state.optimizer, b.state.optimizer);
   // Training moved the weights: the comparison above is not between two untouched models.
-  auto untouched = infer::clone_weights(*infer::build_model(test::tiny_model_options(d), 7));
+  auto untouched = artifact::clone_weights(*model::build_model(test::tiny_model_options(d), 7));
   EXPECT_FALSE(at::equal(untouched[0].second, a.state.current_weights[0].second));
 }
 
@@ -89,9 +90,10 @@ TEST_P(ResumeAfterStop, ContinuesBitForBitAsIfNeverStopped) {
   EXPECT_EQ(interrupted.state.batches_done_in_epoch, point.batches_done);
   test::TempDir dir;
   auto path = dir.file("checkpoint.safetensors");
-  infer::save_model_file(path, {test::tiny_model_options(d), d.spec(), d.options(), interrupted.best, interrupted.state});
+  artifact::save_model_file(path,
+                            {test::tiny_model_options(d), d.spec(), d.options(), interrupted.best, interrupted.state});
 
-  auto loaded = infer::load_model(path, kCpu);
+  auto loaded = artifact::load_model(path, kCpu);
   Trainer resumed(loaded.model, test::shared(d), test::tiny_train_options(), kCpu);
   resumed.resume_from(*loaded.file.training, loaded.file.weights);
   auto result = resumed.fit(quiet);
@@ -114,8 +116,8 @@ TEST(Trainer, KeepsTheBestEpochsWeights) {
   ProgressReporter quiet;
   auto run = train_once(d, quiet);
   ASSERT_GE(run.result.best_epoch, 1);
-  auto model = infer::build_model(test::tiny_model_options(d), 99);
-  infer::copy_weights_into(*model, run.best, "best");
+  auto model = model::build_model(test::tiny_model_options(d), 99);
+  artifact::copy_weights_into(*model, run.best, "best");
   auto metrics = eval::evaluate_model(model, d, data::Split::Validation, 64, kCpu);
   const auto& best = run.state.history[static_cast<size_t>(run.result.best_epoch - 1)];
   EXPECT_EQ(metrics.loss, best["val_loss"].get<double>());
@@ -128,7 +130,7 @@ TEST(Trainer, EarlyStoppingEndsTheRun) {
   options.epochs = 50;
   options.patience = 1;
   options.learning_rate = 0.3;  // too high to keep improving
-  Trainer trainer(infer::build_model(test::tiny_model_options(d), 7), test::shared(d), options, kCpu);
+  Trainer trainer(model::build_model(test::tiny_model_options(d), 7), test::shared(d), options, kCpu);
   ProgressReporter quiet;
   auto result = trainer.fit(quiet);
   EXPECT_TRUE(result.stopped_early);

@@ -8,8 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "memory/bitwise.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
-#include "qtft/infer/model_io.h"
+#include "qtft/model/model_building.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/workflow.h"
 #include "support/bar_files.h"
@@ -40,7 +41,7 @@ TEST(TwoPhasePlan, SplitsTheEpochsAsDocumented) {
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->fp32_epochs, 1);
   EXPECT_EQ(plan->qat_epochs, 1);
-  EXPECT_EQ(plan->live_epochs, 0.5);  // half of the fine-tuning's steps
+  EXPECT_EQ(plan->live_epochs, 0.5);     // half of the fine-tuning's steps
   EXPECT_EQ(plan->learning_rate, 1e-3);  // the run's own rate
 
   plan = plan_two_phase(recipe, with_epochs(50), false);
@@ -128,7 +129,7 @@ TEST(TwoPhasePlan, RoundTripsThroughJson) {
   EXPECT_THROW(two_phase_plan_from_json(broken), Error);
 }
 
-void expect_bitwise_equal(const infer::NamedTensors& a, const infer::NamedTensors& b) {
+void expect_bitwise_equal(const artifact::NamedTensors& a, const artifact::NamedTensors& b) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].first, b[i].first);
@@ -149,11 +150,11 @@ void expect_same_losses(const nlohmann::json& a, const nlohmann::json& b) {
 TEST(Trainer, APausedRunContinuedIsTheRunNeverPaused) {
   auto d = test::shared(test::tiny_dataset());
   ProgressReporter quiet;
-  auto whole_model = infer::build_model(test::tiny_model_options(*d), 7);
+  auto whole_model = model::build_model(test::tiny_model_options(*d), 7);
   Trainer whole(whole_model, d, test::tiny_train_options(), kCpu);
   whole.fit(quiet);
 
-  auto paused_model = infer::build_model(test::tiny_model_options(*d), 7);
+  auto paused_model = model::build_model(test::tiny_model_options(*d), 7);
   Trainer paused(paused_model, d, test::tiny_train_options(), kCpu);
   paused.pause_after_epoch(1);
   auto first = paused.fit(quiet);
@@ -174,7 +175,7 @@ TEST(Trainer, APausedRunContinuedIsTheRunNeverPaused) {
 TEST(Trainer, AQatPhaseTakesOverTheEpochsStepsAndHistoryOfTheFp32Phase) {
   auto d = test::shared(test::tiny_dataset());
   ProgressReporter quiet;
-  auto fp32 = infer::build_model(test::tiny_model_options(*d), 7);
+  auto fp32 = model::build_model(test::tiny_model_options(*d), 7);
   const auto options = test::tiny_train_options();  // 3 epochs of 6 batches
   Trainer fp32_trainer(fp32, d, options, kCpu);
   fp32_trainer.pause_after_epoch(2);
@@ -200,7 +201,7 @@ TEST(Trainer, AQatPhaseTakesOverTheEpochsStepsAndHistoryOfTheFp32Phase) {
   }
   auto result = phase.trainer->fit(quiet);
   EXPECT_EQ(result.epochs_completed, 3);  // one more epoch: the third of the run
-  EXPECT_EQ(result.best_epoch, 3);       // chosen among the QAT phase's epochs only
+  EXPECT_EQ(result.best_epoch, 3);        // chosen among the QAT phase's epochs only
   const auto state = phase.trainer->state();
   EXPECT_EQ(state.global_step, 18);
   ASSERT_EQ(state.history.size(), 3u);
@@ -227,7 +228,7 @@ class TwoPhaseRun : public ::testing::Test {
 
   struct Outcome {
     TrainResult result;
-    infer::ModelFile file;
+    artifact::ModelFile file;
   };
   Outcome run(TrainingSetup setup, const std::function<bool()>& stop, TrainingEvents& events) {
     auto prepared = prepare_training(source_, std::move(setup), events);
@@ -240,9 +241,9 @@ class TwoPhaseRun : public ::testing::Test {
     return run(setup_, stop, events);
   }
   // Saves an interrupted run and resumes it to the end.
-  infer::ModelFile resume(const infer::ModelFile& interrupted) {
+  artifact::ModelFile resume(const artifact::ModelFile& interrupted) {
     const auto path = dir_.file("interrupted.safetensors");
-    infer::save_model_file(path, interrupted);
+    artifact::save_model_file(path, interrupted);
     auto setup = setup_;
     setup.load_model = path;
     setup.resume = true;
@@ -271,7 +272,7 @@ TEST_F(TwoPhaseRun, TrainsFp32ThenFineTunesAQuantizedModel) {
   EXPECT_GE(events.fp32_best, 1);
   EXPECT_TRUE(outcome.file.options.use_qat());
   // Frozen after the third of the fine-tuning's six steps.
-  auto loaded = infer::model_from_file(outcome.file, "two-phase run", kCpu);
+  auto loaded = artifact::model_from_file(outcome.file, "two-phase run", kCpu);
   for (const auto& s : quant::observer_stats(*loaded.model)) {
     EXPECT_TRUE(s.frozen) << s.name;
     EXPECT_EQ(s.samples, 3 + 3) << s.name;
@@ -294,8 +295,8 @@ TEST_F(TwoPhaseRun, StoppedInEitherPhaseOrBetweenThemResumesToTheSameModel) {
     SCOPED_TRACE(in_qat_phase);
     StopAfterPolls events;
     int seen = 0;
-    auto stopped = run(setup_, [&] { return (events.in_qat || !in_qat_phase) && ++seen >= (in_qat_phase ? 6 : 4); },
-                       events);
+    auto stopped = run(
+        setup_, [&] { return (events.in_qat || !in_qat_phase) && ++seen >= (in_qat_phase ? 6 : 4); }, events);
     ASSERT_TRUE(stopped.result.interrupted);
     EXPECT_EQ(stopped.file.options.use_qat(), in_qat_phase);
     EXPECT_EQ(stopped.file.training->config.contains("qat_phase"), !in_qat_phase);
@@ -309,7 +310,8 @@ TEST_F(TwoPhaseRun, StoppedInEitherPhaseOrBetweenThemResumesToTheSameModel) {
     void qat_phase_started(const TwoPhasePlan&, int64_t) override { stop = true; }
     bool stop = false;
   } events;
-  auto stopped = run(setup_, [&] { return events.stop; }, events);
+  auto stopped = run(
+      setup_, [&] { return events.stop; }, events);
   ASSERT_TRUE(stopped.result.interrupted);
   EXPECT_FALSE(stopped.file.options.use_qat());
   EXPECT_EQ(stopped.file.training->epochs_completed, 2);

@@ -6,15 +6,15 @@
 #include <fstream>
 
 #include "memory/bitwise.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/common/fingerprint.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/update.h"
 #include "qtft/train/workflow.h"
 #include "support/bar_files.h"
-#include "support/thrown.h"
 #include "support/temp_dir.h"
+#include "support/thrown.h"
 #include "support/tiny_model.h"
 
 namespace qtft::train {
@@ -26,8 +26,8 @@ const c10::Device kCpu(c10::kCPU);
 TEST(BarsAfter, KeepsTheEncodersHistoryAndEveryNewBar) {
   const auto bars = test::regular_bar_set(100, 2);  // S0, S1
   const auto& s0 = bars.series[0];
-  std::vector<infer::SeriesMark> seen{{"S0", s0.timestamp_ns[59], s0.close[59]},
-                                      {"S1", bars.series[1].timestamp_ns[99], bars.series[1].close[99]}};
+  std::vector<artifact::SeriesMark> seen{{"S0", s0.timestamp_ns[59], s0.close[59]},
+                                         {"S1", bars.series[1].timestamp_ns[99], bars.series[1].close[99]}};
   auto update = bars_after(bars, seen, 11);
   ASSERT_EQ(update.bars.series.size(), 1u);  // S1 has nothing new
   const auto& kept = update.bars.series[0];
@@ -48,7 +48,8 @@ TEST(BarsAfter, RefusesBarsThatDoNotContinueTheModelsNamingSymbolAndBar) {
   const auto bars = test::regular_bar_set(100, 2);
   const auto& s0 = bars.series[0];
   const auto& s1 = bars.series[1];
-  std::vector<infer::SeriesMark> seen{{"S0", s0.timestamp_ns[50], s0.close[50]}, {"S1", s1.timestamp_ns[50], s1.close[50]}};
+  std::vector<artifact::SeriesMark> seen{{"S0", s0.timestamp_ns[50], s0.close[50]},
+                                         {"S1", s1.timestamp_ns[50], s1.close[50]}};
   auto unknown = seen;
   unknown[1].symbol = "ES";
   EXPECT_THAT(test::message_thrown([&] { bars_after(bars, unknown, 5); }),
@@ -94,7 +95,7 @@ class Update : public ::testing::Test {
     ProgressReporter quiet;
     fit_training(run, quiet, events);
     parent_ = dir_.file("parent.safetensors");
-    infer::save_model_file(parent_, training_model_file(run));
+    artifact::save_model_file(parent_, training_model_file(run));
   }
   TrainingSetup base_setup() const {
     TrainingSetup setup;
@@ -114,7 +115,7 @@ class Update : public ::testing::Test {
   }
   struct Outcome {
     TrainResult result;
-    infer::ModelFile file;
+    artifact::ModelFile file;
     std::shared_ptr<const data::Dataset> dataset;
   };
   Outcome run(TrainingSetup setup, const std::function<bool()>& stop = {}) {
@@ -132,7 +133,7 @@ class Update : public ::testing::Test {
 };
 
 TEST_F(Update, TrainsOnlyOnTheNewBarsAndRecordsWhereItCameFrom) {
-  const auto parent = infer::load_model_file(parent_);
+  const auto parent = artifact::load_model_file(parent_);
   ASSERT_TRUE(parent.lineage);
   ASSERT_EQ(parent.lineage->trained_through.size(), 1u);
   const auto mark = parent.lineage->trained_through[0];
@@ -158,8 +159,8 @@ TEST_F(Update, TrainsOnlyOnTheNewBarsAndRecordsWhereItCameFrom) {
   EXPECT_EQ(last.close, 829.0);
   EXPECT_EQ(updated.file.dataset.test_fraction, parent.dataset.test_fraction);  // the model's windows kept
   // Observers live, continuing the parent's counts.
-  auto before = quant::observer_stats(*infer::model_from_file(parent, "parent", kCpu).model);
-  auto after = quant::observer_stats(*infer::model_from_file(updated.file, "updated", kCpu).model);
+  auto before = quant::observer_stats(*artifact::model_from_file(parent, "parent", kCpu).model);
+  auto after = quant::observer_stats(*artifact::model_from_file(updated.file, "updated", kCpu).model);
   ASSERT_EQ(before.size(), after.size());
   for (size_t i = 0; i < after.size(); ++i) {
     EXPECT_FALSE(after[i].frozen);
@@ -173,7 +174,7 @@ TEST_F(Update, StoppedAndResumedEndsAsTheUpdateNeverStopped) {
   auto stopped = run(update_setup(), [&] { return ++polls >= 4; });
   ASSERT_TRUE(stopped.result.interrupted);
   const auto checkpoint = dir_.file("stopped.safetensors");
-  infer::save_model_file(checkpoint, stopped.file);
+  artifact::save_model_file(checkpoint, stopped.file);
   auto setup = base_setup();
   setup.load_model = checkpoint;
   setup.resume = true;
@@ -190,10 +191,11 @@ TEST_F(Update, RefusesTooFewNewBarsAModelWithoutLineageAndConflictingFlags) {
   std::ofstream(all_) << test::regular_bars_csv(360);  // 10 bars past the parent's last
   EXPECT_THAT(test::message_thrown([&] { run(update_setup()); }), HasSubstr("--update: too few new bars (ES 10)"));
 
-  auto file = infer::load_model_file(parent_);
+  auto file = artifact::load_model_file(parent_);
   file.lineage.reset();
-  infer::save_model_file(parent_, file);
-  EXPECT_THAT(test::message_thrown([&] { run(update_setup()); }), HasSubstr("parent.safetensors: records no bars it trained on"));
+  artifact::save_model_file(parent_, file);
+  EXPECT_THAT(test::message_thrown([&] { run(update_setup()); }),
+              HasSubstr("parent.safetensors: records no bars it trained on"));
 
   auto setup = update_setup();
   setup.qat.two_phase = true;

@@ -21,4 +21,9 @@ std::string format_shape(const std::vector<int64_t>& shape);
 // "1.5 GiB", "12.0 MiB", "512 B".
 std::string format_bytes(uint64_t bytes);
 
+// "4GiB", "512MiB", "1.5GB", "800M", "123456": binary for GiB/MiB/KiB (and the single
+// letters G, M, K), decimal for GB/MB/KB, bytes without a suffix. Throws UsageError naming
+// `what` (a flag) and the text when it is not a positive size.
+int64_t parse_byte_size(const std::string& text, const std::string& what);
+
 }  // namespace qtft

@@ -11,9 +11,9 @@ class Rng {
  public:
   explicit Rng(uint64_t seed);
   uint64_t next_u64();
-  double uniform();                 // [0, 1), 53 random bits
-  double normal();                  // standard normal, Box-Muller
-  uint64_t below(uint64_t bound);   // uniform in [0, bound), unbiased (Lemire)
+  double uniform();                // [0, 1), 53 random bits
+  double normal();                 // standard normal, Box-Muller
+  uint64_t below(uint64_t bound);  // uniform in [0, bound), unbiased (Lemire)
 
  private:
   uint64_t s_[4];

@@ -10,7 +10,7 @@ namespace qtft::data {
 // digits lose the tick in float32; features are computed in double and stored as float.
 struct BarSeries {
   std::string symbol;
-  std::vector<int64_t> timestamp_ns;  // UTC nanoseconds since the epoch, strictly increasing
+  std::vector<int64_t> timestamp_ns;    // UTC nanoseconds since the epoch, strictly increasing
   std::vector<double> open, high, low;  // empty when the source had only a close/price column
   std::vector<double> close;
   std::vector<double> volume;  // empty when the source had no volume (FX quotes)
@@ -26,8 +26,8 @@ void append_bars(BarSeries& to, const BarSeries& from);
 
 // Validated bars from one source, one series per symbol in order of first appearance.
 struct BarSet {
-  std::string source;  // the file name, or "embedded synthetic data"
-  bool has_range = false;   // open, high and low present
+  std::string source;      // the file name, or "embedded synthetic data"
+  bool has_range = false;  // open, high and low present
   bool has_volume = false;
   std::vector<BarSeries> series;
   size_t total_rows() const;

@@ -183,8 +183,7 @@ class Dataset {
   WindowRef window(Split split, size_t index) const;
 
  private:
-  static Dataset assemble(const BarSet& bars, const DatasetOptions& options,
-                          const FeatureSpec* saved);
+  static Dataset assemble(const BarSet& bars, const DatasetOptions& options, const FeatureSpec* saved);
   void index_windows();
   void require_a_window_per_split() const;
 

@@ -20,12 +20,12 @@ namespace qtft::data {
 // It is written under a temporary name and renamed, so a store that exists is complete.
 struct StorePreparation {
   std::string path;
-  bool built = false;     // false: an existing store was reused
-  std::string reason;     // why it was built, or that it was reused
+  bool built = false;  // false: an existing store was reused
+  std::string reason;  // why it was built, or that it was reused
   int64_t bars = 0;
   int64_t series = 0;
-  int64_t bytes = 0;      // the store's size on disk
-  double seconds = 0.0;   // time to build (0 when reused)
+  int64_t bytes = 0;     // the store's size on disk
+  double seconds = 0.0;  // time to build (0 when reused)
 };
 
 enum class StoreAccess {
@@ -36,8 +36,8 @@ enum class StoreAccess {
 // The store for `source` under `options` (and `saved`, a model's feature spec, when given).
 // Throws qtft::UsageError when the source has no store folder (the embedded data, or a file
 // without --feature-store).
-StorePreparation prepare_feature_store(const BarSource& source, const DatasetOptions& options,
-                                       const FeatureSpec* saved, StoreAccess access = StoreAccess::BuildIfNeeded);
+StorePreparation prepare_feature_store(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,
+                                       StoreAccess access = StoreAccess::BuildIfNeeded);
 
 // A mapped store as a Dataset; throws qtft::Error naming the file when it is not a complete
 // feature store.

@@ -11,8 +11,8 @@ namespace qtft::data {
 struct RawFeatures {
   std::vector<std::string> observed_names;
   std::vector<std::string> known_names;
-  std::vector<double> observed;  // rows x observed_names.size()
-  std::vector<double> known;     // rows x known_names.size()
+  std::vector<double> observed;    // rows x observed_names.size()
+  std::vector<double> known;       // rows x known_names.size()
   std::vector<double> log_return;  // rows; also the target
 };
 

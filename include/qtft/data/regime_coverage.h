@@ -21,8 +21,8 @@ WindowRegime window_regime(std::span<const float> returns);
 
 // How calibration windows fall into the terciles one regime measure has over the training split.
 struct TercileCoverage {
-  std::string measure;              // "volatility", "trend strength"
-  std::array<std::string, 3> names;  // low, middle, high: "calm", "normal", "volatile"
+  std::string measure;                      // "volatility", "trend strength"
+  std::array<std::string, 3> names;         // low, middle, high: "calm", "normal", "volatile"
   double lower_cut = 0.0, upper_cut = 0.0;  // tercile k holds values in [cut k-1, cut k)
   std::array<size_t, 3> training{};         // training windows sampled, per tercile
   std::array<size_t, 3> calibration{};      // calibration windows, per tercile

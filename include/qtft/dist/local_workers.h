@@ -14,7 +14,7 @@ namespace qtft::dist {
 inline constexpr const char* kLauncherPidVariable = "QTFT_LAUNCHER_PID";
 
 struct LocalWorkersOptions {
-  std::filesystem::path program;    // run `workers` times
+  std::filesystem::path program;       // run `workers` times
   std::vector<std::string> arguments;  // after the program name
   int64_t workers = 2;
   // OMP_NUM_THREADS of each worker when the environment does not set one (0: leave it

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "qtft/artifact/model_loading.h"
 #include "qtft/data/bars.h"
 #include "qtft/eval/baselines.h"
 #include "qtft/eval/metrics.h"
-#include "qtft/infer/model_io.h"
 
 namespace qtft::eval {
 
@@ -60,8 +60,8 @@ struct DriftReport {
 // of its bars is scored, the older half gives the empirical baseline its quantiles. Throws
 // qtft::Error naming the file when the model records no validation loss, when a series has
 // too few bars, or when the reference normalizes targets differently (losses not comparable).
-DriftReport watch_drift(infer::LoadedModel& model, const data::BarSet& recent, const DriftOptions& options,
-                        infer::LoadedModel* reference = nullptr, const std::string& reference_file = "");
+DriftReport watch_drift(artifact::LoadedModel& model, const data::BarSet& recent, const DriftOptions& options,
+                        artifact::LoadedModel* reference = nullptr, const std::string& reference_file = "");
 
 std::string format_drift_report(const DriftReport& report);
 nlohmann::json to_json(const DriftReport& report);

@@ -13,8 +13,8 @@
 namespace qtft::eval {
 
 // Runs the model in eval mode without gradients over every window of `split`, in order.
-ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
-                               data::Split split, size_t batch_size, c10::Device device);
+ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
+                               size_t batch_size, c10::Device device);
 
 // The same walk, handing each batch and its output to `visit` (prediction, explanation).
 // `stop_requested`, polled after every batch, ends the walk early; returns false then.

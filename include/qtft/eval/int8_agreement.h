@@ -6,9 +6,9 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
+#include "qtft/artifact/model_loading.h"
 #include "qtft/data/dataset.h"
 #include "qtft/eval/metrics.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/model/tft.h"
 
 namespace qtft::eval {
@@ -31,7 +31,7 @@ struct Int8Agreement {
 };
 
 // Both models run in eval mode without gradient over every window of `split`, in order.
-Int8Agreement compare_int8_to_fake_quant(model::TemporalFusionTransformer& fake_quant, infer::LoadedModel& int8,
+Int8Agreement compare_int8_to_fake_quant(model::TemporalFusionTransformer& fake_quant, artifact::LoadedModel& int8,
                                          const data::Dataset& dataset, data::Split split, size_t batch_size,
                                          c10::Device device);
 

@@ -15,7 +15,6 @@ void check_quantiles(const std::vector<double>& quantiles);
 // forecast: [B, H, Q] on any device, floating; target: [B, H] (converted to the forecast's
 // dtype and device). Differentiable with respect to the forecast: each element's gradient is
 // -q_k / N where y > f_k and (1 - q_k) / N where y < f_k, with N = B * H * Q.
-at::Tensor quantile_loss(const at::Tensor& forecast, const at::Tensor& target,
-                         const std::vector<double>& quantiles);
+at::Tensor quantile_loss(const at::Tensor& forecast, const at::Tensor& target, const std::vector<double>& quantiles);
 
 }  // namespace qtft::eval

@@ -11,16 +11,23 @@
 #include <string>
 #include <vector>
 
+#include "qtft/artifact/int8_kernels.h"
+#include "qtft/common/device_choice.h"
 #include "qtft/data/bars.h"
 
 namespace qtft::infer {
 
 struct ForecasterOptions {
-  std::string device = "cpu";  // cpu, cuda or auto (CUDA when usable)
-  // For int8 files: "integer" (integer products wherever they are exact) or "dequantized"
-  // (float products, bitwise the QAT model's); see infer::Int8Kernels.
-  std::string int8_kernels = "integer";
+  DeviceChoice device = DeviceChoice::Cpu;
+  // For int8 files: integer products wherever they are exact, or dequantized float
+  // products, bitwise the QAT model's; other files ignore it.
+  artifact::Int8Kernels int8_kernels = artifact::Int8Kernels::integer;
 };
+
+// What a model file holds: FP32 weights; fake-quantized weights and activations, as QAT
+// trained them; or an int8 export of a QAT model.
+enum class ModelKind { Fp32, Qat, Int8 };
+const char* model_kind_name(ModelKind kind);  // "fp32", "qat", "int8"
 
 // The forecast of one bar after the last given one.
 struct ForecastStep {
@@ -33,9 +40,9 @@ struct ForecastStep {
 };
 
 struct Forecast {
-  std::string symbol;          // the model's name for the series
-  int64_t origin_ns = 0;       // the last given bar's time
-  double origin_close = 0.0;   // and its close
+  std::string symbol;             // the model's name for the series
+  int64_t origin_ns = 0;          // the last given bar's time
+  double origin_close = 0.0;      // and its close
   std::vector<double> quantiles;  // the levels, e.g. 0.1, 0.5, 0.9
   // True when the caller gave no future timestamps and they continue the series at
   // bar_interval_ns, the median spacing of the bars the forecast read.
@@ -75,16 +82,13 @@ class Forecaster {
   int64_t min_bars() const;
   const std::vector<double>& quantiles() const;
   const std::vector<std::string>& symbols() const;
-  // "fp32", "qat" (fake-quantized weights and activations, as trained) or "int8" (an
-  // int8 export of a QAT model).
-  std::string kind() const;
+  ModelKind kind() const;
   std::string source() const;  // the file it was loaded from
-  // For an int8 file, how its products run (infer::describe_int8_kernels); else empty.
+  // For an int8 file, how its products run (artifact::describe_int8_kernels); else empty.
   std::string int8_kernels() const;
 
-  struct State;  // the model and its file, shared by copies
-
  private:
+  struct State;  // the model and its file, shared by copies
   explicit Forecaster(std::shared_ptr<const State> state) : state_(std::move(state)) {}
   std::shared_ptr<const State> state_;
 };

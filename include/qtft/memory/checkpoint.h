@@ -22,10 +22,10 @@ struct CheckpointOptions {
 
 // Reentrant activation checkpointing for LibTorch. The forward runs `fn`, drops its graph
 // and intermediates, and keeps only `inputs` (it records with gradient on, as a plain
-// forward does, because some kernels compute other bits without it); the backward restores the random state of that forward, runs
-// `fn` again with gradient (stateful layers replaying what they recorded), backpropagates
-// the incoming gradients through it, and returns the gradients of `inputs`. Parameters used
-// inside receive their gradients during that inner backward.
+// forward does, because some kernels compute other bits without it); the backward restores the random state of that
+// forward, runs `fn` again with gradient (stateful layers replaying what they recorded), backpropagates the incoming
+// gradients through it, and returns the gradients of `inputs`. Parameters used inside receive their gradients during
+// that inner backward.
 //
 // The result is bitwise what run_segment(name, /*checkpointed=*/false, ...) gives: outputs,
 // gradients, random stream after the step, and layer state. A segment called while another

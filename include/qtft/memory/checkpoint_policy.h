@@ -21,9 +21,4 @@ enum class CheckpointPolicy { None, Blocks, Lstm, Auto };
 CheckpointPolicy parse_checkpoint_policy(const std::string& name);
 const char* checkpoint_policy_name(CheckpointPolicy policy);
 
-// "4GiB", "512MiB", "1.5GB", "800M", "123456": binary for GiB/MiB/KiB (and the single
-// letters G, M, K), decimal for GB/MB/KB, bytes without a suffix. Throws UsageError naming
-// `what` (a flag) and the text when it is not a positive size.
-int64_t parse_byte_size(const std::string& text, const std::string& what);
-
 }  // namespace qtft::memory

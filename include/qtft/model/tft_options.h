@@ -12,12 +12,11 @@ namespace qtft::model {
 // architecture's knobs chainable (LibTorch style: TftOptions(...).hidden_size(160)).
 // Saved into every model file as JSON so that a file alone rebuilds its model.
 struct TftOptions {
-  TftOptions(int64_t num_observed, int64_t num_known, int64_t num_symbols, int64_t encoder_length,
-             int64_t horizon);
+  TftOptions(int64_t num_observed, int64_t num_known, int64_t num_symbols, int64_t encoder_length, int64_t horizon);
 
-  TORCH_ARG(int64_t, num_observed);    // past-only real inputs
-  TORCH_ARG(int64_t, num_known);       // real inputs known for past and future
-  TORCH_ARG(int64_t, num_symbols);     // vocabulary of the static categorical
+  TORCH_ARG(int64_t, num_observed);  // past-only real inputs
+  TORCH_ARG(int64_t, num_known);     // real inputs known for past and future
+  TORCH_ARG(int64_t, num_symbols);   // vocabulary of the static categorical
   TORCH_ARG(int64_t, encoder_length);
   TORCH_ARG(int64_t, horizon);
   TORCH_ARG(int64_t, hidden_size) = 64;
@@ -28,8 +27,8 @@ struct TftOptions {
   // Quantization-aware training: fake-quantized weights (per channel, symmetric) and
   // observed, fake-quantized activations (per tensor, unsigned) in every layer.
   TORCH_ARG(bool, use_qat) = false;
-  TORCH_ARG(int64_t, weight_bits) = 8;      // 8 or 4
-  TORCH_ARG(int64_t, activation_bits) = 8;  // 8
+  TORCH_ARG(int64_t, weight_bits) = 8;           // 8 or 4
+  TORCH_ARG(int64_t, activation_bits) = 8;       // 8
   TORCH_ARG(double, observer_averaging) = 0.01;  // moving-average constant of the observers
 
  public:  // TORCH_ARG leaves the access at private
@@ -50,7 +49,7 @@ struct TftOptions {
 };
 
 // The architecture's knobs a user picks; the sizes that come from the data are set from
-// the dataset (infer::model_options_for).
+// the dataset (model::model_options_for).
 struct Architecture {
   int64_t hidden_size = 64;
   int64_t attention_heads = 4;
@@ -58,7 +57,10 @@ struct Architecture {
   double dropout = 0.1;
   std::vector<double> quantiles{0.1, 0.5, 0.9};
   void apply_to(TftOptions& options) const {
-    options.hidden_size(hidden_size).attention_heads(attention_heads).lstm_layers(lstm_layers).dropout(dropout)
+    options.hidden_size(hidden_size)
+        .attention_heads(attention_heads)
+        .lstm_layers(lstm_layers)
+        .dropout(dropout)
         .quantiles(quantiles);
   }
 };

@@ -80,8 +80,7 @@ QParams symmetric_qparams(float abs_max, int64_t qmax);
 at::Tensor symmetric_per_channel_scales(const at::Tensor& w, int64_t axis, int64_t qmax);
 
 // Plain per-tensor fake quantization (see the rule at the top). x must be float32.
-at::Tensor fake_quantize_reference(const at::Tensor& x, double scale, int64_t zero_point, int64_t qmin,
-                                   int64_t qmax);
+at::Tensor fake_quantize_reference(const at::Tensor& x, double scale, int64_t zero_point, int64_t qmin, int64_t qmax);
 
 // The straight-through gradient of fake_quantize_reference: a float tensor of 1 where the
 // rounded value lies in [qmin, qmax], 0 where it was clamped.
@@ -91,8 +90,7 @@ at::Tensor fake_quantize_reference_mask(const at::Tensor& x, double scale, int64
 // Per-channel variants: scales (float) and zero_points (any integer dtype), one per index of
 // x along axis, in the argument order of at::fake_quantize_per_channel_affine.
 at::Tensor fake_quantize_per_channel_reference(const at::Tensor& x, const at::Tensor& scales,
-                                               const at::Tensor& zero_points, int64_t axis, int64_t qmin,
-                                               int64_t qmax);
+                                               const at::Tensor& zero_points, int64_t axis, int64_t qmin, int64_t qmax);
 at::Tensor fake_quantize_per_channel_reference_mask(const at::Tensor& x, const at::Tensor& scales,
                                                     const at::Tensor& zero_points, int64_t axis, int64_t qmin,
                                                     int64_t qmax);

@@ -50,9 +50,9 @@ struct QatRecipe {
 // plan's learning rate with live observers for live_epochs, then frozen. The epochs are numbered on
 // through both phases, so the fine-tuning sees the batches the run would have seen next.
 struct TwoPhasePlan {
-  int64_t fp32_epochs = 0;  // trained first; 0 when the FP32 phase is a loaded model
-  int64_t qat_epochs = 0;   // fine-tuning with fake quantization
-  double live_epochs = 0;  // of qat_epochs, before the observers freeze; >= qat_epochs: never
+  int64_t fp32_epochs = 0;     // trained first; 0 when the FP32 phase is a loaded model
+  int64_t qat_epochs = 0;      // fine-tuning with fake quantization
+  double live_epochs = 0;      // of qat_epochs, before the observers freeze; >= qat_epochs: never
   double learning_rate = 0.0;  // the fine-tuning's
   int64_t weight_bits = 8;
   int64_t activation_bits = 8;

@@ -16,7 +16,7 @@ struct TrainOptions {
   size_t batch_size = 64;
   double learning_rate = 1e-3;
   double weight_decay = 0.0;
-  double clip_norm = 1.0;        // gradient clipping by global norm; 0 turns it off
+  double clip_norm = 1.0;  // gradient clipping by global norm; 0 turns it off
   LrSchedule lr_schedule = LrSchedule::Plateau;
   double plateau_factor = 0.5;   // reduce-on-plateau: lr *= factor after
   int64_t plateau_patience = 2;  // this many epochs without improvement

@@ -5,9 +5,9 @@
 #include <functional>
 #include <memory>
 
+#include "qtft/artifact/model_file.h"
 #include "qtft/data/dataset.h"
 #include "qtft/eval/metrics.h"
-#include "qtft/infer/model_file.h"
 #include "qtft/memory/rng_state.h"
 #include "qtft/model/tft.h"
 #include "qtft/train/progress.h"
@@ -51,7 +51,7 @@ class Trainer {
   ~Trainer();
 
   // Restores the loop, optimizer and random state saved by state(), and the best weights.
-  void resume_from(const infer::TrainingState& state, const infer::NamedTensors& best_weights);
+  void resume_from(const artifact::TrainingState& state, const artifact::NamedTensors& best_weights);
 
   // Trains until the epoch budget, early stopping, or until `stop_requested` (polled after
   // every step; the CLI maps Ctrl-C onto it) returns true: then the result says
@@ -80,12 +80,12 @@ class Trainer {
   // before QAT): the epoch count, the step count, the history and the random stream go on,
   // so the batches and dropout masks that come next are those the run would have drawn,
   // while the optimizer, the best epoch, early stopping and the schedule start afresh.
-  void continue_after(const infer::TrainingState& earlier_phase);
+  void continue_after(const artifact::TrainingState& earlier_phase);
 
   // A snapshot for a resumable checkpoint (CPU copies).
-  infer::TrainingState state() const;
+  artifact::TrainingState state() const;
   // The best epoch's weights, or the current ones before any epoch finished.
-  infer::NamedTensors best_weights() const;
+  artifact::NamedTensors best_weights() const;
   model::TemporalFusionTransformer& model() { return model_; }
 
  private:
@@ -102,8 +102,8 @@ class Trainer {
   TrainOptions options_;
   c10::Device device_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
-  infer::TrainingState state_;
-  infer::NamedTensors best_weights_;
+  artifact::TrainingState state_;
+  artifact::NamedTensors best_weights_;
   memory::CpuRandomStream random_;
   std::shared_ptr<dist::Collective> group_;
   int64_t pause_after_epoch_ = 0;

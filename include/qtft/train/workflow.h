@@ -14,12 +14,12 @@
 #include <optional>
 #include <string>
 
+#include "qtft/artifact/model_file.h"
 #include "qtft/data/bar_source.h"
 #include "qtft/data/dataset.h"
 #include "qtft/data/feature_store.h"
 #include "qtft/data/regime_coverage.h"
 #include "qtft/eval/baselines.h"
-#include "qtft/infer/model_file.h"
 #include "qtft/model/tft.h"
 #include "qtft/train/qat_recipe.h"
 #include "qtft/train/train_options.h"
@@ -32,14 +32,14 @@ class Collective;
 namespace qtft::train {
 
 struct TrainingSetup {
-  data::DatasetOptions dataset;     // a fresh model's windows and splits; a loaded one keeps its own
+  data::DatasetOptions dataset;      // a fresh model's windows and splits; a loaded one keeps its own
   model::Architecture architecture;  // a fresh model's
   QatRecipe qat;
   TrainOptions train;
   std::filesystem::path load_model;  // empty: a fresh model; else fine-tune it, or resume its run
   // load_model's contents when the program has read them already (a resume reads its
   // record first), so the file is not read twice.
-  std::optional<infer::ModelFile> model_file;
+  std::optional<artifact::ModelFile> model_file;
   bool resume = false;
   // Continue load_model on the bars after those it trained on (its qtft.lineage), with its
   // own features, windows and observers (live, not recalibrated); the newest part of the
@@ -58,10 +58,10 @@ struct TrainingSetup {
 // Where an update (TrainingSetup::update) starts: what its model had trained on, and the
 // file it came from. Saved with its checkpoints, so that --resume selects the same bars.
 struct UpdateOrigin {
-  std::vector<infer::SeriesMark> after;  // the parent's qtft.lineage trained_through
-  std::string parent;                    // "<file> fnv1a64:<hex>"
-  std::vector<infer::BarsAdded> added;   // per series, its new bars
-  data::DatasetOptions model_windows;    // the parent's own, saved unchanged
+  std::vector<artifact::SeriesMark> after;  // the parent's qtft.lineage trained_through
+  std::string parent;                       // "<file> fnv1a64:<hex>"
+  std::vector<artifact::BarsAdded> added;   // per series, its new bars
+  data::DatasetOptions model_windows;       // the parent's own, saved unchanged
 };
 nlohmann::json to_json(const UpdateOrigin& origin);
 UpdateOrigin update_origin_from_json(const nlohmann::json& json);
@@ -79,7 +79,7 @@ class TrainingEvents {
   virtual void calibration_finished(const model::TemporalFusionTransformer&, const data::RegimeCoverage&) {}
   virtual void observers_frozen(size_t /*observers*/) {}
   virtual void baselines_ready(const eval::BaselineMetrics&) {}
-  virtual void resumed(const infer::TrainingState&) {}
+  virtual void resumed(const artifact::TrainingState&) {}
   virtual void two_phase_planned(const TwoPhasePlan&) {}
   // An update's new bars per series, before the data is windowed.
   virtual void update_planned(const UpdateOrigin&) {}
@@ -90,7 +90,7 @@ class TrainingEvents {
 struct PreparedTraining {
   std::shared_ptr<const data::Dataset> dataset;
   model::TemporalFusionTransformer model{nullptr};
-  TrainOptions train;  // as the run uses them: a resumed run's own, with this run's epochs
+  TrainOptions train;               // as the run uses them: a resumed run's own, with this run's epochs
   eval::BaselineMetrics baselines;  // on the validation split
   std::unique_ptr<Trainer> trainer;
   // A --two-phase run from FP32 still in its FP32 phase: fit_training switches to QAT.
@@ -124,8 +124,8 @@ struct QatPhase {
   model::TemporalFusionTransformer model{nullptr};
   std::unique_ptr<Trainer> trainer;
 };
-QatPhase start_qat_phase(const model::TftOptions& fp32_options, const infer::NamedTensors& fp32_weights,
-                         const infer::TrainingState& fp32_state, const TwoPhasePlan& plan, const TrainOptions& train,
+QatPhase start_qat_phase(const model::TftOptions& fp32_options, const artifact::NamedTensors& fp32_weights,
+                         const artifact::TrainingState& fp32_state, const TwoPhasePlan& plan, const TrainOptions& train,
                          const std::shared_ptr<const data::Dataset>& dataset, c10::Device device,
                          const std::shared_ptr<dist::Collective>& group, TrainingEvents& events,
                          const std::function<bool()>& stop_requested = {});
@@ -133,7 +133,7 @@ QatPhase start_qat_phase(const model::TftOptions& fp32_options, const infer::Nam
 // What a run saves: its configuration, features, windows, the best weights, the state that
 // --resume continues from, and its lineage: per series the last bar it trained on (an
 // update: merged with its parent's, which it names, with the bars it added).
-infer::ModelFile training_model_file(const PreparedTraining& run);
+artifact::ModelFile training_model_file(const PreparedTraining& run);
 
 // The QAT preamble on a model: observers that have seen no data are calibrated on
 // `recipe.calibration_batches` training batches; with freeze_observers they are then frozen.
@@ -145,6 +145,6 @@ void prepare_observers(model::TemporalFusionTransformer& model, const data::Data
 // batches, then freeze. PTQ in `qtft quantize` and in the accuracy comparison. Returns
 // which market regimes those batches covered.
 data::RegimeCoverage post_training_quantize(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
-                                           int64_t batches, size_t batch_size, uint64_t seed, c10::Device device);
+                                            int64_t batches, size_t batch_size, uint64_t seed, c10::Device device);
 
 }  // namespace qtft::train

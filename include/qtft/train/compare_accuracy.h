@@ -4,8 +4,8 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,10 +17,10 @@
 #include "qtft/train/train_options.h"
 #include "qtft/train/workflow.h"
 
-namespace qtft::eval {
+namespace qtft::train {
 
 struct CompareOptions {
-  model::TftOptions model;  // the FP32 architecture; QAT variants add the recipe's bit widths
+  model::TftOptions model;    // the FP32 architecture; QAT variants add the recipe's bit widths
   train::TrainOptions train;  // every model's budget is train.epochs
   // Bit widths, calibration, and where the QAT rows start: from FP32 (its first
   // epochs, then fine-tuning: train::plan_two_phase) or from scratch.
@@ -29,12 +29,12 @@ struct CompareOptions {
 };
 
 struct ComparedModel {
-  std::string name;  // fp32, ptq, qat_frozen, int8, qat_live
+  std::string name;    // fp32, ptq, qat_frozen, int8, qat_live
   std::string recipe;  // how it was made, in a few words
-  ForecastMetrics val;
+  eval::ForecastMetrics val;
   double degradation_pct = 0.0;  // validation loss against FP32's, in percent
   // int8 only: how it follows the fake-quantized model it was exported from (qat_frozen).
-  std::optional<Int8Agreement> int8 = std::nullopt;
+  std::optional<eval::Int8Agreement> int8 = std::nullopt;
 };
 
 // On one data split and seed, every model with the same budget of train.epochs: trains FP32;
@@ -54,4 +54,4 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
 std::string format_comparison(const std::vector<ComparedModel>& rows);
 nlohmann::json to_json(const std::vector<ComparedModel>& rows);
 
-}  // namespace qtft::eval
+}  // namespace qtft::train

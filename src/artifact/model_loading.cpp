@@ -1,37 +1,35 @@
-#include "qtft/infer/model_io.h"
+#include "qtft/artifact/model_loading.h"
 
 #include <ATen/Context.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
+#include "qtft/common/enum_names.h"
 #include "qtft/common/error.h"
-#include "qtft/memory/rng_state.h"
+#include "qtft/model/model_building.h"
 #include "qtft/quant/observers.h"
 
-namespace qtft::infer {
+namespace qtft::artifact {
 
-c10::Device resolve_device(const std::string& name) {
-  if (name == "cpu") return c10::Device(c10::kCPU);
-  if (name == "cuda" || name == "auto") {
-    if (torch::cuda::is_available()) return c10::Device(c10::kCUDA, 0);
-    if (name == "auto") return c10::Device(c10::kCPU);
-    throw UsageError("--device cuda: no usable CUDA GPU on this machine (use --device cpu or auto)");
-  }
-  throw UsageError("--device must be cpu, cuda or auto, got '" + name + "'");
+c10::Device resolve_device(DeviceChoice choice) {
+  if (choice == DeviceChoice::Cpu) return c10::Device(c10::kCPU);
+  if (torch::cuda::is_available()) return c10::Device(c10::kCUDA, 0);
+  if (choice == DeviceChoice::Auto) return c10::Device(c10::kCPU);
+  throw UsageError("--device cuda: no usable CUDA GPU on this machine (use --device cpu or auto)");
 }
 
-model::TemporalFusionTransformer build_model(const model::TftOptions& options, uint64_t seed) {
-  options.validate();
-  model::TemporalFusionTransformer model{nullptr};
-  memory::CpuRandomStream(seed).run([&] { model = model::TemporalFusionTransformer(options); });
-  return model;
-}
+c10::Device resolve_device(const std::string& name) { return resolve_device(parse_device_choice(name, "--device")); }
+
+namespace {
+constexpr EnumNames<Int8Kernels, 2> kInt8Kernels{
+    {{Int8Kernels::integer, "integer"}, {Int8Kernels::dequantized, "dequantized"}}};
+}  // namespace
 
 Int8Kernels parse_int8_kernels(const std::string& name, const std::string& flag) {
-  if (name == "integer") return Int8Kernels::integer;
-  if (name == "dequantized") return Int8Kernels::dequantized;
-  throw UsageError(flag + " must be integer or dequantized, got '" + name + "'");
+  return parse_enum(kInt8Kernels, name, flag);
 }
+
+const char* int8_kernels_name(Int8Kernels kernels) { return enum_name(kInt8Kernels, kernels); }
 
 LoadedModel load_model(const std::filesystem::path& path, c10::Device device, Int8Kernels int8_kernels) {
   return model_from_file(load_model_file(path), path.string(), device, int8_kernels);
@@ -39,7 +37,7 @@ LoadedModel load_model(const std::filesystem::path& path, c10::Device device, In
 
 LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Device device, Int8Kernels int8_kernels) {
   // The initial weights are overwritten; building them draws from a stream of its own.
-  auto model = build_model(file.options, 0);
+  auto model = model::build_model(file.options, 0);
   copy_weights_into(*model, file.weights, source);
   model::TemporalFusionTransformerImpl::IntegerProductSummary integer_products;
   std::string float_products_reason;
@@ -64,11 +62,12 @@ std::string describe_int8_kernels(const LoadedModel& loaded) {
   if (!loaded.file.int8_weights) return {};
   if (!loaded.float_products_reason.empty()) return "int8 products in float: " + loaded.float_products_reason;
   const auto& s = loaded.integer_products;
-  std::string line = "integer products: " + std::to_string(s.products.in_use) + " of " + std::to_string(s.dense_layers) +
-                     " Dense layers";
+  std::string line = "integer products: " + std::to_string(s.products.in_use) + " of " +
+                     std::to_string(s.dense_layers) + " Dense layers";
   if (s.products.in_use < s.products.eligible) {
-    line += " (" + std::to_string(s.products.eligible - s.products.in_use) + " more would saturate this CPU's kernel at " +
-            std::to_string(loaded.file.options.activation_bits()) + "-bit activations; they stay in float)";
+    line += " (" + std::to_string(s.products.eligible - s.products.in_use) +
+            " more would saturate this CPU's kernel at " + std::to_string(loaded.file.options.activation_bits()) +
+            "-bit activations; they stay in float)";
   }
   return line;
 }
@@ -80,8 +79,8 @@ void convert_to_qat(LoadedModel& loaded, int64_t weight_bits, int64_t activation
   }
   if (options.use_qat() && options.weight_bits() == weight_bits && options.activation_bits() == activation_bits) return;
   // A QAT model at other bit widths keeps its weights but starts with fresh observers.
-  loaded.model = quantized_model(options, named_weights(*loaded.model), weight_bits, activation_bits, device,
-                                 "converting to QAT");
+  loaded.model =
+      quantized_model(options, named_weights(*loaded.model), weight_bits, activation_bits, device, "converting to QAT");
   options.use_qat(true).weight_bits(weight_bits).activation_bits(activation_bits);
 }
 
@@ -94,22 +93,10 @@ model::TemporalFusionTransformer quantized_model(model::TftOptions options, cons
   }
   options.use_qat(true).weight_bits(weight_bits).activation_bits(activation_bits);
   // The initial weights are overwritten; building them draws from a stream of its own.
-  auto model = build_model(options, 0);
+  auto model = model::build_model(options, 0);
   copy_weights_into(*model, kept, source, /*observers_may_be_missing=*/true);
   model->to(device);
   return model;
 }
 
-model::TftOptions model_options_for(const data::Dataset& dataset) {
-  return model::TftOptions(static_cast<int64_t>(dataset.num_observed()), static_cast<int64_t>(dataset.num_known()),
-                           static_cast<int64_t>(dataset.spec().symbols.size()), dataset.options().encoder_length,
-                           dataset.options().horizon);
-}
-
-int64_t count_parameters(const torch::nn::Module& module) {
-  int64_t n = 0;
-  for (const auto& p : module.parameters()) n += p.numel();
-  return n;
-}
-
-}  // namespace qtft::infer
+}  // namespace qtft::artifact

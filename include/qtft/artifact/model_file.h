@@ -19,7 +19,7 @@ namespace torch::nn {
 class Module;
 }
 
-namespace qtft::infer {
+namespace qtft::artifact {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
@@ -38,15 +38,15 @@ struct TrainingState {
   int64_t epochs_without_improvement = 0;
   double learning_rate = 0.0;
   int64_t plateau_wait = 0;
-  bool finished = false;           // stopped early or ran all epochs (not interrupted)
+  bool finished = false;                             // stopped early or ran all epochs (not interrupted)
   nlohmann::json history = nlohmann::json::array();  // one object per epoch
-  nlohmann::json config;           // the training options, for the record
+  nlohmann::json config;                             // the training options, for the record
   // The program's own record of the run, kept as given (qtft keeps the save path and the
   // data source, so that `qtft train --resume --load-model F` alone continues the run).
   nlohmann::json run = nlohmann::json::object();
-  NamedTensors optimizer;          // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.step"
-  NamedTensors current_weights;    // module parameter and buffer names
-  at::Tensor cpu_rng_state;        // uint8, as at::Generator::get_state gives it
+  NamedTensors optimizer;        // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.step"
+  NamedTensors current_weights;  // module parameter and buffer names
+  at::Tensor cpu_rng_state;      // uint8, as at::Generator::get_state gives it
 };
 
 // The last bar of one series that a model trained on (the end of its training split).
@@ -67,10 +67,10 @@ struct BarsAdded {
 // and a deployed file says where it came from. JSON qtft.lineage; files saved before it
 // existed have none.
 struct Lineage {
-  std::string source;                     // the bars of its last training run
+  std::string source;                       // the bars of its last training run
   std::vector<SeriesMark> trained_through;  // per symbol the model knows and has trained on
-  std::string parent;                     // "<file> fnv1a64:<hex>" an update started from; "" for a first run
-  std::vector<BarsAdded> added;           // an update's new training bars
+  std::string parent;                       // "<file> fnv1a64:<hex>" an update started from; "" for a first run
+  std::vector<BarsAdded> added;             // an update's new training bars
 };
 nlohmann::json to_json(const Lineage& lineage);
 Lineage lineage_from_json(const nlohmann::json& json);  // throws qtft::Error naming the field
@@ -122,4 +122,4 @@ void copy_weights_into(torch::nn::Module& module, const NamedTensors& weights, c
 // Deep copies (clones) of the module's weights on the CPU.
 NamedTensors clone_weights(const torch::nn::Module& module);
 
-}  // namespace qtft::infer
+}  // namespace qtft::artifact

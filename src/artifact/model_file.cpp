@@ -1,4 +1,4 @@
-#include "qtft/infer/model_file.h"
+#include "qtft/artifact/model_file.h"
 
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/scalar_tensor.h>
@@ -9,15 +9,15 @@
 #include <map>
 #include <set>
 
+#include "qtft/artifact/int8_file.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/dataset.h"
 #include "qtft/data/feature_spec_json.h"
-#include "qtft/infer/int8_file.h"
 #include "qtft/io/tensor_file.h"
 #include "qtft/quant/observers.h"
 
-namespace qtft::infer {
+namespace qtft::artifact {
 namespace {
 
 constexpr const char* kFormat = "qtft-model-1";
@@ -186,7 +186,8 @@ ModelFile load_model_file(const std::filesystem::path& path) {
   auto in = io::load_tensor_file(path);
   const std::string format = metadata(in, "qtft.format", source);
   if (format != kFormat && format != kInt8Format) {
-    throw Error(source + ": unsupported model format '" + format + "' (expected " + kFormat + " or " + kInt8Format + ")");
+    throw Error(source + ": unsupported model format '" + format + "' (expected " + kFormat + " or " + kInt8Format +
+                ")");
   }
   const bool int8 = format == kInt8Format;
   Int8Weights int8_weights;
@@ -200,10 +201,9 @@ ModelFile load_model_file(const std::filesystem::path& path) {
       throw Error(source + ": " + key + ": " + e.what());
     }
   };
-  ModelFile file{parsed("qtft.config", model::tft_options_from_json),
-                 parsed("qtft.features", data::feature_spec_from_json),
-                 parsed("qtft.dataset", data::dataset_options_from_json), take_prefixed(in, kModelWeightPrefix),
-                 std::nullopt};
+  ModelFile file{
+      parsed("qtft.config", model::tft_options_from_json), parsed("qtft.features", data::feature_spec_from_json),
+      parsed("qtft.dataset", data::dataset_options_from_json), take_prefixed(in, kModelWeightPrefix), std::nullopt};
   if (int8) {
     if (!file.options.use_qat() || file.options.weight_bits() != int8_bits) {
       throw Error(source + ": qtft.config (use_qat " + std::string(file.options.use_qat() ? "true" : "false") +
@@ -225,7 +225,7 @@ ModelFile load_model_file(const std::filesystem::path& path) {
       s.epoch_samples = json.at("epoch_samples").get<int64_t>();
       s.global_step = json.at("global_step").get<int64_t>();
       s.best_val_loss = json.at("best_val_loss").is_null() ? std::numeric_limits<double>::infinity()
-                                                            : json.at("best_val_loss").get<double>();
+                                                           : json.at("best_val_loss").get<double>();
       s.best_epoch = json.at("best_epoch").get<int64_t>();
       s.epochs_without_improvement = json.at("epochs_without_improvement").get<int64_t>();
       s.learning_rate = json.at("learning_rate").get<double>();
@@ -293,4 +293,4 @@ void copy_weights_into(torch::nn::Module& module, const NamedTensors& weights, c
   for (auto& [target, t] : copies) target.copy_(t);
 }
 
-}  // namespace qtft::infer
+}  // namespace qtft::artifact

@@ -1,4 +1,5 @@
-#include "qtft/eval/compare_accuracy.h"
+#include "qtft/train/compare_accuracy.h"
+#include "qtft/model/model_building.h"
 
 #include <unistd.h>
 
@@ -6,22 +7,22 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <system_error>
-#include <nlohmann/json.hpp>
 
+#include "qtft/artifact/int8_file.h"
+#include "qtft/artifact/model_file.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/eval/evaluate.h"
-#include "qtft/infer/int8_file.h"
-#include "qtft/infer/model_file.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
 #include "qtft/train/trainer.h"
 #include "qtft/train/workflow.h"
 
-namespace qtft::eval {
+namespace qtft::train {
 namespace {
 
 // A file name in the system's temporary directory, removed (if written) on scope exit.
@@ -43,33 +44,35 @@ struct TemporaryFile {
 };
 
 // Trains to the end of its budget and leaves the model holding its best epoch's weights.
-ForecastMetrics finish_best(train::Trainer& trainer, const data::Dataset& dataset, const train::TrainOptions& options,
-                            c10::Device device, train::ProgressReporter& progress,
-                            const std::function<bool()>& stop_requested) {
+eval::ForecastMetrics finish_best(train::Trainer& trainer, const data::Dataset& dataset,
+                                  const train::TrainOptions& options, c10::Device device,
+                                  train::ProgressReporter& progress, const std::function<bool()>& stop_requested) {
   if (trainer.fit(progress, stop_requested).interrupted) {
     // A comparison of half-trained models would mislead; there is no single run to resume.
     throw Error("interrupted: the accuracy comparison stopped before it finished; nothing was saved");
   }
   auto& model = trainer.model();
-  infer::copy_weights_into(*model, trainer.best_weights(), "best weights");
-  return evaluate_model(model, dataset, data::Split::Validation, options.eval_batch_size, device);
+  artifact::copy_weights_into(*model, trainer.best_weights(), "best weights");
+  return eval::evaluate_model(model, dataset, data::Split::Validation, options.eval_batch_size, device);
 }
 
-ForecastMetrics train_best(model::TemporalFusionTransformer& model, const std::shared_ptr<const data::Dataset>& dataset,
-                           const train::TrainOptions& options, c10::Device device, train::ProgressReporter& progress,
-                           const std::function<bool()>& stop_requested) {
+eval::ForecastMetrics train_best(model::TemporalFusionTransformer& model,
+                                 const std::shared_ptr<const data::Dataset>& dataset,
+                                 const train::TrainOptions& options, c10::Device device,
+                                 train::ProgressReporter& progress, const std::function<bool()>& stop_requested) {
   train::Trainer trainer(model, dataset, options, device);
   return finish_best(trainer, *dataset, options, device, progress, stop_requested);
 }
 
 std::string epochs_range(int64_t first, int64_t last) {
-  return first == last ? "epoch " + std::to_string(first) : "epochs " + std::to_string(first) + "-" + std::to_string(last);
+  return first == last ? "epoch " + std::to_string(first)
+                       : "epochs " + std::to_string(first) + "-" + std::to_string(last);
 }
 
 // The FP32 run at the point where the QAT rows take it over.
 struct Fp32Snapshot {
-  infer::TrainingState state;
-  infer::NamedTensors best_weights;
+  artifact::TrainingState state;
+  artifact::NamedTensors best_weights;
 };
 
 }  // namespace
@@ -90,8 +93,9 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
   const auto calibration = std::to_string(o.qat.calibration_batches) + " calibration batches";
   const auto all_epochs = std::to_string(o.train.epochs) + " epochs";
 
-  log("[1/5] FP32" + (plan ? " (the QAT rows take over its run after " + epochs_range(1, plan->fp32_epochs) + ")" : ""));
-  auto fp32 = infer::build_model(fp32_options, o.train.seed);
+  log("[1/5] FP32" +
+      (plan ? " (the QAT rows take over its run after " + epochs_range(1, plan->fp32_epochs) + ")" : ""));
+  auto fp32 = model::build_model(fp32_options, o.train.seed);
   std::optional<Fp32Snapshot> snapshot;
   {
     train::Trainer trainer(fp32, shared_dataset, o.train, o.device);
@@ -103,19 +107,18 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
       snapshot = Fp32Snapshot{trainer.state(), trainer.best_weights()};
       trainer.pause_after_epoch(0);
     }
-    rows.push_back({"fp32", "FP32, " + all_epochs,
-                    finish_best(trainer, dataset, o.train, o.device, progress, stop_requested)});
+    rows.push_back(
+        {"fp32", "FP32, " + all_epochs, finish_best(trainer, dataset, o.train, o.device, progress, stop_requested)});
   }
 
   log("[2/5] PTQ: the FP32 model, observers calibrated on " + std::to_string(o.qat.calibration_batches) +
       " batches, then frozen");
   {
-    auto ptq = infer::quantized_model(fp32_options, infer::named_weights(*fp32), o.qat.weight_bits,
-                                      o.qat.activation_bits, o.device, "FP32 weights");
-    train::post_training_quantize(ptq, dataset, o.qat.calibration_batches, o.train.batch_size, o.train.seed,
-                                  o.device);
+    auto ptq = artifact::quantized_model(fp32_options, artifact::named_weights(*fp32), o.qat.weight_bits,
+                                         o.qat.activation_bits, o.device, "FP32 weights");
+    train::post_training_quantize(ptq, dataset, o.qat.calibration_batches, o.train.batch_size, o.train.seed, o.device);
     rows.push_back({"ptq", "the FP32 model, " + calibration + ", frozen",
-                    evaluate_model(ptq, dataset, data::Split::Validation, o.train.eval_batch_size, o.device)});
+                    eval::evaluate_model(ptq, dataset, data::Split::Validation, o.train.eval_batch_size, o.device)});
   }
 
   // One QAT row: from the FP32 snapshot with the plan's freezing (live_epochs >= qat_epochs:
@@ -131,13 +134,13 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
       std::string how = "FP32 " + epochs_range(1, plan->fp32_epochs) + ", QAT " + qat_epochs + " at lr " +
                         format_rounded(plan->learning_rate) + ", " + calibration + ", ";
       how += live_epochs >= static_cast<double>(plan->qat_epochs) ? std::string("live")
-             : live_epochs == 0 ? std::string("frozen")
+             : live_epochs == 0                                   ? std::string("frozen")
                                 : "live " + format_rounded(live_epochs) + " epoch(s), then frozen";
-      auto val = finish_best(*phase.trainer, dataset, row_plan.fine_tuning(o.train), o.device, progress,
-                             stop_requested);
+      auto val =
+          finish_best(*phase.trainer, dataset, row_plan.fine_tuning(o.train), o.device, progress, stop_requested);
       return {phase.model, {"", how, val}};
     }
-    auto model = infer::build_model(qat_options, o.train.seed);
+    auto model = model::build_model(qat_options, o.train.seed);
     train::calibrate_observers(model, dataset, o.qat.calibration_batches, o.train.batch_size, o.train.seed, o.device);
     auto options = o.train;
     const bool never = live_epochs >= static_cast<double>(o.train.epochs);
@@ -158,12 +161,12 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
   log("[4/5] int8: the two-phase QAT model exported to an int8 file and run with integer products");
   {
     const TemporaryFile file("qtft-compare-int8");
-    const infer::ModelFile exported{qat_options, dataset.spec(), dataset.options(), infer::named_weights(*qat_frozen),
-                                    std::nullopt};
-    infer::export_int8_file(exported, "the two-phase QAT model", file.path);
-    auto int8 = infer::load_model(file.path, o.device);
-    auto agreement = compare_int8_to_fake_quant(qat_frozen, int8, dataset, data::Split::Validation,
-                                                o.train.eval_batch_size, o.device);
+    const artifact::ModelFile exported{qat_options, dataset.spec(), dataset.options(),
+                                       artifact::named_weights(*qat_frozen), std::nullopt};
+    artifact::export_int8_file(exported, "the two-phase QAT model", file.path);
+    auto int8 = artifact::load_model(file.path, o.device);
+    auto agreement = eval::compare_int8_to_fake_quant(qat_frozen, int8, dataset, data::Split::Validation,
+                                                      o.train.eval_batch_size, o.device);
     rows.push_back({"int8", "qat_frozen exported to int8", agreement.int8, 0.0, agreement});
   }
 
@@ -188,7 +191,7 @@ std::string format_comparison(const std::vector<ComparedModel>& rows) {
     out += buf + r.recipe + "\n";
   }
   for (const auto& r : rows) {
-    if (r.int8) out += format_int8_agreement(*r.int8);
+    if (r.int8) out += eval::format_int8_agreement(*r.int8);
   }
   return out;
 }
@@ -196,11 +199,14 @@ std::string format_comparison(const std::vector<ComparedModel>& rows) {
 nlohmann::json to_json(const std::vector<ComparedModel>& rows) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& r : rows) {
-    out[r.name] = {{"val_loss", r.val.loss}, {"val_rmse", r.val.rmse}, {"val_mae", r.val.mae},
-                   {"degradation_pct", r.degradation_pct}, {"recipe", r.recipe}};
-    if (r.int8) out[r.name]["against_fake_quant"] = to_json(*r.int8);
+    out[r.name] = {{"val_loss", r.val.loss},
+                   {"val_rmse", r.val.rmse},
+                   {"val_mae", r.val.mae},
+                   {"degradation_pct", r.degradation_pct},
+                   {"recipe", r.recipe}};
+    if (r.int8) out[r.name]["against_fake_quant"] = eval::to_json(*r.int8);
   }
   return out;
 }
 
-}  // namespace qtft::eval
+}  // namespace qtft::train

@@ -4,14 +4,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "qtft/artifact/model_file.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/data/batch.h"
-#include "qtft/infer/model_file.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/io/safetensors.h"
+#include "qtft/model/model_building.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"
 
-namespace qtft::infer {
+namespace qtft::artifact {
 namespace {
 
 using ::testing::HasSubstr;
@@ -19,7 +20,7 @@ using ::testing::HasSubstr;
 TEST(ModelFile, ReloadedModelPredictsBitIdenticalOutputs) {
   auto d = test::tiny_dataset();
   auto options = test::tiny_model_options(d);
-  auto model = build_model(options, 3);
+  auto model = model::build_model(options, 3);
   model->eval();
   test::TempDir dir;
   auto path = dir.file("m.safetensors");
@@ -44,7 +45,7 @@ TEST(ModelFile, ReloadedModelPredictsBitIdenticalOutputs) {
 
 TEST(ModelFile, WeightsThatDoNotFitAreListed) {
   auto d = test::tiny_dataset();
-  auto model = build_model(test::tiny_model_options(d), 3);
+  auto model = model::build_model(test::tiny_model_options(d), 3);
   auto weights = named_weights(*model);
   weights.erase(weights.begin());
   weights.emplace_back("extra.weight", weights.front().second);
@@ -64,4 +65,4 @@ TEST(ModelFile, RejectsFilesThatAreNotModels) {
 }
 
 }  // namespace
-}  // namespace qtft::infer
+}  // namespace qtft::artifact

@@ -5,13 +5,13 @@
 #include <map>
 #include <string>
 
-#include "qtft/infer/model_file.h"
+#include "qtft/artifact/model_file.h"
 
 namespace qtft::io {
 struct TensorFile;
 }
 
-namespace qtft::infer {
+namespace qtft::artifact {
 
 // An int8 export of a QAT model (`qtft export-int8`), a safetensors file with
 //   int8.<name>             I8 [rows, cols]; at 4 bits U8 [rows, ceil(cols / 2)], two
@@ -59,4 +59,4 @@ struct Int8Weights {
 // `source` and the tensor at fault.
 Int8Weights dequantize_int8_tensors(io::TensorFile& file, const std::string& source);
 
-}  // namespace qtft::infer
+}  // namespace qtft::artifact

@@ -1,4 +1,4 @@
-#include "qtft/infer/int8_file.h"
+#include "qtft/artifact/int8_file.h"
 
 #include <ATen/ops/bitwise_and.h>
 #include <ATen/ops/bitwise_right_shift.h>
@@ -16,15 +16,15 @@
 #include <utility>
 #include <vector>
 
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/io/tensor_file.h"
 #include "qtft/quant/observers.h"
 #include "qtft/quant/quant_params.h"
 #include "qtft/quant/weight_fake_quant.h"
 
-namespace qtft::infer {
+namespace qtft::artifact {
 namespace {
 
 constexpr const char* kInt8Prefix = "int8.";
@@ -60,7 +60,8 @@ void check_calibrated(torch::nn::Module& model, const std::string& source) {
   for (size_t i = 0; i < std::min(never.size(), kObserversNamed); ++i) names += (i ? ", " : "") + never[i];
   if (never.size() > kObserversNamed) names += ", ...";
   throw Error(source + ": " + std::to_string(never.size()) + " of " + std::to_string(stats.size()) +
-              " observers never saw data (" + names + "), so their scales are placeholders; calibrate them first "
+              " observers never saw data (" + names +
+              "), so their scales are placeholders; calibrate them first "
               "(qtft quantize, or qtft train --use-qat)");
 }
 
@@ -70,7 +71,8 @@ Int8ExportSummary export_int8_file(const ModelFile& qat_model, const std::string
                                    const std::filesystem::path& output) {
   if (qat_model.int8_weights) throw Error(source + ": already an int8 export");
   if (!qat_model.options.use_qat()) {
-    throw Error(source + ": not a QAT model, so there is no quantization to export; train it with --use-qat, or "
+    throw Error(source +
+                ": not a QAT model, so there is no quantization to export; train it with --use-qat, or "
                 "quantize it first (qtft quantize)");
   }
   ModelFile copy{qat_model.options, qat_model.features, qat_model.dataset, qat_model.weights, std::nullopt};
@@ -146,8 +148,8 @@ Int8Weights dequantize_int8_tensors(io::TensorFile& file, const std::string& sou
     const at::Tensor t = it->second;
     int8.erase(it);
     if (t.scalar_type() != dtype || t.sizes() != shape) {
-      fail("tensor " + key + " is " + std::string(c10::toString(t.scalar_type())) + " " + format_shape(t.sizes().vec()) +
-           ", expected " + c10::toString(dtype) + " " + format_shape(shape.vec()));
+      fail("tensor " + key + " is " + std::string(c10::toString(t.scalar_type())) + " " +
+           format_shape(t.sizes().vec()) + ", expected " + c10::toString(dtype) + " " + format_shape(shape.vec()));
     }
     return t;
   };
@@ -183,4 +185,4 @@ Int8Weights dequantize_int8_tensors(io::TensorFile& file, const std::string& sou
   return result;
 }
 
-}  // namespace qtft::infer
+}  // namespace qtft::artifact

@@ -10,17 +10,18 @@
 #include <filesystem>
 #include <fstream>
 
+#include "qtft/artifact/int8_file.h"
+#include "qtft/artifact/model_file.h"
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/data/batch.h"
-#include "qtft/infer/int8_file.h"
-#include "qtft/infer/model_file.h"
-#include "qtft/infer/model_io.h"
 #include "qtft/io/tensor_file.h"
+#include "qtft/model/model_building.h"
 #include "qtft/train/calibration.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"
 
-namespace qtft::infer {
+namespace qtft::artifact {
 namespace {
 
 using ::testing::HasSubstr;
@@ -40,7 +41,7 @@ std::unique_ptr<Exported> export_tiny(int64_t weight_bits, int64_t hidden = 8, i
   e->dataset = test::tiny_dataset();
   auto options = test::tiny_model_options(e->dataset);
   options.use_qat(true).weight_bits(weight_bits).activation_bits(activation_bits).hidden_size(hidden);
-  auto model = build_model(options, 7);
+  auto model = model::build_model(options, 7);
   train::calibrate_observers(model, e->dataset, 2, 16, 1, kCpu);
   e->qat_path = e->dir.file("qat.safetensors");
   e->int8_path = e->dir.file("model.int8.safetensors");
@@ -89,7 +90,7 @@ TEST(Int8File, FourBitExportPacksTwoValuesPerByteAndForecastsTheSame) {
   expect_same_forecasts(*e);
   auto file = io::load_tensor_file(e->int8_path);
   const at::Tensor* even = file.find("int8.positionwise_grn.fc1.linear.weight");  // 8 columns
-  const at::Tensor* odd = file.find("int8.observed_embeddings.0.linear.weight");   // 1 column, padded
+  const at::Tensor* odd = file.find("int8.observed_embeddings.0.linear.weight");  // 1 column, padded
   ASSERT_NE(even, nullptr);
   ASSERT_NE(odd, nullptr);
   EXPECT_EQ(even->scalar_type(), at::kByte);
@@ -163,11 +164,12 @@ TEST(Int8File, IsAtLeastThreeAndAHalfTimesSmallerThanTheFp32Weights) {
   auto qat = load_model(e->qat_path, kCpu);
   auto fp32_options = qat.file.options;
   fp32_options.use_qat(false);
-  auto fp32 = build_model(fp32_options, 7);
+  auto fp32 = model::build_model(fp32_options, 7);
   const std::string fp32_path = e->dir.file("fp32.safetensors");
-  save_model_file(fp32_path, {fp32_options, e->dataset.spec(), e->dataset.options(), named_weights(*fp32), std::nullopt});
-  const double ratio = static_cast<double>(std::filesystem::file_size(fp32_path)) /
-                       static_cast<double>(e->summary.file_bytes);
+  save_model_file(fp32_path,
+                  {fp32_options, e->dataset.spec(), e->dataset.options(), named_weights(*fp32), std::nullopt});
+  const double ratio =
+      static_cast<double>(std::filesystem::file_size(fp32_path)) / static_cast<double>(e->summary.file_bytes);
   EXPECT_GE(ratio, 3.5) << "FP32 " << std::filesystem::file_size(fp32_path) << " bytes, int8 " << e->summary.file_bytes;
   EXPECT_EQ(e->summary.file_bytes, std::filesystem::file_size(e->int8_path));
   EXPECT_GT(e->summary.quantized_values, 4 * e->summary.float_values);
@@ -178,11 +180,11 @@ TEST(Int8File, RefusesModelsWithoutCalibratedQuantization) {
   auto d = test::tiny_dataset();
   auto options = test::tiny_model_options(d);
   const auto out = dir.file("out.int8.safetensors");
-  ModelFile fp32{options, d.spec(), d.options(), named_weights(*build_model(options, 1)), std::nullopt};
+  ModelFile fp32{options, d.spec(), d.options(), named_weights(*model::build_model(options, 1)), std::nullopt};
   EXPECT_THAT([&] { export_int8_file(fp32, "fp32.safetensors", out); },
               ::testing::ThrowsMessage<Error>(HasSubstr("fp32.safetensors: not a QAT model")));
   options.use_qat(true);
-  ModelFile fresh{options, d.spec(), d.options(), named_weights(*build_model(options, 1)), std::nullopt};
+  ModelFile fresh{options, d.spec(), d.options(), named_weights(*model::build_model(options, 1)), std::nullopt};
   EXPECT_THAT([&] { export_int8_file(fresh, "fresh.safetensors", out); },
               ::testing::ThrowsMessage<Error>(HasSubstr("observers never saw data")));
   EXPECT_FALSE(std::filesystem::exists(out));
@@ -193,7 +195,8 @@ TEST(Int8File, AnInt8ModelCannotBeSavedAsAModelFileOrQuantizedAgain) {
   auto int8 = load_model(e->int8_path, kCpu);
   EXPECT_THAT([&] { save_model_file(e->dir.file("again.safetensors"), int8.file); },
               ::testing::ThrowsMessage<Error>(HasSubstr("saved only by qtft export-int8")));
-  EXPECT_THAT([&] { convert_to_qat(int8, 8, 8, kCpu); }, ::testing::ThrowsMessage<Error>(HasSubstr("quantized already")));
+  EXPECT_THAT([&] { convert_to_qat(int8, 8, 8, kCpu); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("quantized already")));
 }
 
 // Rewrites the int8 file with one change and expects the load to name the problem.
@@ -246,8 +249,9 @@ TEST_F(MalformedInt8File, NonZeroZeroPoint) {
 }
 
 TEST_F(MalformedInt8File, MissingScale) {
-  expect_refused([&](io::TensorFile& f) { std::erase_if(f.tensors, [&](auto& t) { return t.first == weight_ + ".scale"; }); },
-                 "tensor " + weight_ + ".scale is missing");
+  expect_refused(
+      [&](io::TensorFile& f) { std::erase_if(f.tensors, [&](auto& t) { return t.first == weight_ + ".scale"; }); },
+      "tensor " + weight_ + ".scale is missing");
 }
 
 TEST_F(MalformedInt8File, WrongDtype) {
@@ -273,4 +277,4 @@ TEST_F(MalformedInt8File, TruncatedFileNamesTheFile) {
 }
 
 }  // namespace
-}  // namespace qtft::infer
+}  // namespace qtft::artifact

@@ -5,31 +5,18 @@
 #include <filesystem>
 #include <string>
 
+#include "qtft/artifact/int8_kernels.h"
+#include "qtft/artifact/model_file.h"
+#include "qtft/common/device_choice.h"
 #include "qtft/data/dataset.h"
-#include "qtft/infer/model_file.h"
 #include "qtft/model/tft.h"
 
-namespace qtft::infer {
+namespace qtft::artifact {
 
-// "cpu", "cuda" or "auto" (CUDA when a GPU is usable); "cuda" without one is an error.
+// The device a choice names: Auto is CUDA when a GPU is usable; Cuda without one is an error.
+c10::Device resolve_device(DeviceChoice choice);
+// The same from --device's text: "cpu", "cuda" or "auto".
 c10::Device resolve_device(const std::string& name);
-
-// Options that fit the dataset (its inputs, symbols, encoder length and horizon), with the
-// architecture at its defaults for the caller to set.
-model::TftOptions model_options_for(const data::Dataset& dataset);
-
-// Builds a model with weights initialized from `seed`, so the same seed gives the same
-// starting point on every run. The initialization draws from a stream of its own
-// (memory::CpuRandomStream): the process's generators are left as they were.
-model::TemporalFusionTransformer build_model(const model::TftOptions& options, uint64_t seed);
-
-// How a model loaded from an int8 file multiplies: `integer` runs every product it can in
-// integers (TemporalFusionTransformer::use_integer_products), on the CPU; `dequantized`
-// multiplies the integers times their scales in float, bitwise what the QAT model it was
-// exported from computes. Other model files ignore it.
-enum class Int8Kernels { integer, dequantized };
-// Parses "integer" or "dequantized"; anything else throws UsageError naming `flag`.
-Int8Kernels parse_int8_kernels(const std::string& name, const std::string& flag);
 
 // A model file and the model rebuilt from it with its (best) weights, on `device`.
 struct LoadedModel {
@@ -61,6 +48,4 @@ model::TemporalFusionTransformer quantized_model(model::TftOptions options, cons
                                                  int64_t weight_bits, int64_t activation_bits, c10::Device device,
                                                  const std::string& source);
 
-int64_t count_parameters(const torch::nn::Module& module);
-
-}  // namespace qtft::infer
+}  // namespace qtft::artifact

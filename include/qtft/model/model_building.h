@@ -1,0 +1,23 @@
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+
+#include "qtft/data/dataset.h"
+#include "qtft/model/tft.h"
+
+namespace qtft::model {
+
+// Options that fit the dataset (its inputs, symbols, encoder length and horizon), with the
+// architecture at its defaults for the caller to set.
+TftOptions model_options_for(const data::Dataset& dataset);
+
+// Builds a model with weights initialized from `seed`, so the same seed gives the same
+// starting point on every run. The initialization draws from a stream of its own
+// (memory::CpuRandomStream): the process's generators are left as they were.
+TemporalFusionTransformer build_model(const TftOptions& options, uint64_t seed);
+
+int64_t count_parameters(const torch::nn::Module& module);
+
+}  // namespace qtft::model

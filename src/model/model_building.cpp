@@ -1,0 +1,26 @@
+#include "qtft/model/model_building.h"
+
+#include "qtft/memory/rng_state.h"
+
+namespace qtft::model {
+
+TftOptions model_options_for(const data::Dataset& dataset) {
+  return TftOptions(static_cast<int64_t>(dataset.num_observed()), static_cast<int64_t>(dataset.num_known()),
+                    static_cast<int64_t>(dataset.spec().symbols.size()), dataset.options().encoder_length,
+                    dataset.options().horizon);
+}
+
+TemporalFusionTransformer build_model(const TftOptions& options, uint64_t seed) {
+  options.validate();
+  TemporalFusionTransformer model{nullptr};
+  memory::CpuRandomStream(seed).run([&] { model = TemporalFusionTransformer(options); });
+  return model;
+}
+
+int64_t count_parameters(const torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const auto& p : module.parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace qtft::model

@@ -80,10 +80,8 @@ void run_memory_report(MemoryReportFlags& f) {
     std::cout << "No --parquet-file or --csv-file given: measuring on the " << data::describe_source(source) << "\n";
   }
   auto dataset = data::open_dataset(source, f.data.dataset, nullptr, data::StoreAccess::BuildIfNeeded, print_store);
-  model::TftOptions options = model::model_options_for(dataset);
-  f.model.apply_to(options);
-  options.use_qat(f.qat.use_qat).weight_bits(f.qat.weight_bits).activation_bits(f.qat.activation_bits);
-  options.validate();
+  const auto options =
+      model::model_options_for(dataset, f.model, f.qat.use_qat, f.qat.weight_bits, f.qat.activation_bits);
   auto batch = train::first_training_batch(dataset, f.train);
   const int64_t parameters = model::count_parameters(*model::TemporalFusionTransformer(options));
   auto config = config_json(options, batch.size(), parameters, device, f.timed_steps, data::describe_source(source));

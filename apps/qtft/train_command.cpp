@@ -239,8 +239,8 @@ void run_compare_accuracy(const TrainFlags& f) {
   auto shared_dataset = std::make_shared<const data::Dataset>(
       data::open_dataset(source, f.data.dataset, nullptr, data::StoreAccess::BuildIfNeeded, print_store));
   const auto& dataset = *shared_dataset;
-  model::TftOptions options = model::model_options_for(dataset);
-  f.model.apply_to(options);
+  // Every model of the comparison has this architecture; the QAT rows set their own bits.
+  const auto options = model::model_options_for(dataset, f.model, false, f.qat.weight_bits, f.qat.activation_bits);
   train::CompareOptions compare{options, f.train, f.qat, device};
   compare.train.freeze_observers_after_epochs = 0;
   print_config(options, f.train, model::count_parameters(*model::TemporalFusionTransformer(options)), device);

@@ -10,6 +10,15 @@ TftOptions model_options_for(const data::Dataset& dataset) {
                     dataset.options().horizon);
 }
 
+TftOptions model_options_for(const data::Dataset& dataset, const Architecture& architecture, bool use_qat,
+                             int64_t weight_bits, int64_t activation_bits) {
+  TftOptions options = model_options_for(dataset);
+  architecture.apply_to(options);
+  options.use_qat(use_qat).weight_bits(weight_bits).activation_bits(activation_bits);
+  options.validate();
+  return options;
+}
+
 TemporalFusionTransformer build_model(const TftOptions& options, uint64_t seed) {
   options.validate();
   TemporalFusionTransformer model{nullptr};

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "qtft/memory/checkpoint.h"
+#include "qtft/memory/block_checkpointing.h"
 #include "qtft/quant/weight_fake_quant.h"
 
 namespace qtft::model {
@@ -220,6 +220,23 @@ int64_t TemporalFusionTransformerImpl::encoder_chunk_length() const {
 
 TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, const at::Tensor& known,
                                                  const at::Tensor& symbol) {
+  check_inputs(observed, known, symbol);
+  // Each step below runs its blocks through `blocks`, which checkpoints those the policy
+  // names; the blocks and their order are the same under every policy, so every policy
+  // computes bitwise the same step (and draws dropout masks in the same order).
+  const memory::BlockCheckpointing blocks(checkpoint_policy_);
+  const StaticContexts statics = encode_statics(symbol, blocks);  // static covariate encoders, section 4.3
+  const SelectedInputs selected = select_inputs(observed, known, statics.selection, blocks);
+  const SequenceOutputs sequence = encode_decode(selected, statics, blocks);
+  const at::Tensor temporal = gate_lstm(sequence, selected, blocks);
+  const at::Tensor enriched = enrich(temporal, statics.enrichment, blocks);
+  const AttentionOutputs attention = attend(enriched, blocks);
+  const at::Tensor quantiles = output_quantiles(attention, temporal, blocks);
+  return {quantiles, statics.weights, selected.past.weights, selected.future.weights, attention.weights};
+}
+
+void TemporalFusionTransformerImpl::check_inputs(const at::Tensor& observed, const at::Tensor& known,
+                                                 const at::Tensor& symbol) const {
   const auto& o = options_;
   const int64_t l = o.encoder_length(), h = o.horizon();
   TORCH_CHECK(observed.dim() == 3 && observed.size(1) == l && observed.size(2) == o.num_observed(),
@@ -242,37 +259,37 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
     TORCH_CHECK(lo >= 0 && hi < o.num_symbols(), "TemporalFusionTransformer: symbol ids must be in [0, ",
                 o.num_symbols(), "), got values in [", lo, ", ", hi, "]");
   }
+}
 
-  // The forward is a chain of blocks with fixed boundaries (memory::run_segment); the
-  // policy only chooses which of them are recomputed in the backward pass instead of kept,
-  // so every policy computes bitwise the same step.
-  using memory::CheckpointPolicy;
-  using Tensors = std::vector<at::Tensor>;
-  const bool blocks = checkpoint_policy_ != CheckpointPolicy::None;
-  const bool encoder_chunks = checkpoint_policy_ == CheckpointPolicy::Lstm;
-  // Segment functions run again in the backward pass, long after this frame is gone: they
-  // capture the model and plain values, never references to locals.
-  using memory::run_segment;
+// Block functions run again in the backward pass, long after the calling frame is gone:
+// they capture the model and plain values (`blocks` by copy), never references to locals.
 
-  // Static covariate encoders (section 4.3): one static embedding, four contexts.
-  const Tensors statics = run_segment("static_covariates", blocks, {symbol}, [this](const Tensors& in) {
+TemporalFusionTransformerImpl::StaticContexts TemporalFusionTransformerImpl::encode_statics(
+    const at::Tensor& symbol, const memory::BlockCheckpointing& blocks) {
+  // One static embedding, four contexts: c_s for selection, c_e for enrichment, and the
+  // LSTM's initial state (c_h, c_c).
+  const Tensors statics = blocks.run("static_covariates", {symbol}, [this](const Tensors& in) {
     auto [static_embedding, static_weights] = static_vsn(embed_symbol(in[0]).unsqueeze(1));
     return Tensors{static_weights, static_context_variable_selection(static_embedding),
                    static_context_enrichment(static_embedding), static_context_state_h(static_embedding),
                    static_context_state_c(static_embedding)};
   });
-  const at::Tensor& context_selection = statics[1];
-  const at::Tensor& context_enrichment = statics[2];
-  const at::Tensor state_h = statics[3].unsqueeze(0).repeat({o.lstm_layers(), 1, 1});
-  const at::Tensor state_c = statics[4].unsqueeze(0).repeat({o.lstm_layers(), 1, 1});
+  const int64_t layers = options_.lstm_layers();
+  return {statics[0], statics[1], statics[2], statics[3].unsqueeze(0).repeat({layers, 1, 1}),
+          statics[4].unsqueeze(0).repeat({layers, 1, 1})};
+}
 
+TemporalFusionTransformerImpl::SelectedInputs TemporalFusionTransformerImpl::select_inputs(
+    const at::Tensor& observed, const at::Tensor& known, const at::Tensor& context,
+    const memory::BlockCheckpointing& blocks) {
   // Past inputs are observed then known (the order of encoder_weights); future inputs are
-  // known. Each input is embedded by its own segment, each known one once over encoder and
+  // known. Each input is embedded by its own block, each known one once over encoder and
   // decoder together; the selection networks take them one by one.
-  auto embed = [&](torch::nn::ModuleList& embeddings, const at::Tensor& x, size_t i) {
+  const int64_t l = options_.encoder_length(), h = options_.horizon();
+  auto embed = [&blocks](torch::nn::ModuleList& embeddings, const at::Tensor& x, size_t i) {
     DenseImpl* layer = &embeddings->at<DenseImpl>(i);
-    return run_segment("input_embedding", blocks, {x.narrow(-1, static_cast<int64_t>(i), 1)},
-                       [layer](const Tensors& in) { return Tensors{layer->forward(in[0])}; })[0];
+    return blocks.run_one("input_embedding", {x.narrow(-1, static_cast<int64_t>(i), 1)},
+                          [layer](const Tensors& in) { return Tensors{layer->forward(in[0])}; });
   };
   Tensors past, future;
   for (size_t i = 0; i < observed_embeddings->size(); ++i) past.push_back(embed(observed_embeddings, observed, i));
@@ -281,15 +298,19 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
     past.push_back(k.narrow(1, 0, l));
     future.push_back(k.narrow(1, l, h));
   }
-  const auto encoder_selection = encoder_vsn->forward_variables(past, context_selection, blocks);
-  const auto decoder_selection = decoder_vsn->forward_variables(future, context_selection, blocks);
+  auto selected_past = encoder_vsn->forward_variables(past, context, blocks);
+  auto selected_future = decoder_vsn->forward_variables(future, context, blocks);
+  return {std::move(selected_past), std::move(selected_future)};
+}
 
-  // Sequence-to-sequence layer: the decoder continues from the encoder's final state. The
-  // encoder runs in time chunks, each its own segment, so that the lstm policy can keep one
-  // chunk's activations at a time; the others run the same chunks inside one block.
-  const Tensors encoder = run_segment(
-      "lstm_encoder", blocks && !encoder_chunks, {encoder_selection.output, state_h, state_c},
-      [this, l, encoder_chunks](const Tensors& in) {
+TemporalFusionTransformerImpl::SequenceOutputs TemporalFusionTransformerImpl::encode_decode(
+    const SelectedInputs& selected, const StaticContexts& statics, const memory::BlockCheckpointing& blocks) {
+  // The decoder continues from the encoder's final state. The encoder runs in time chunks,
+  // each its own block, so that the lstm policy can keep one chunk's activations at a
+  // time; the blocks policy recomputes the whole encoder as one.
+  const int64_t l = options_.encoder_length();
+  const Tensors encoder = blocks.run(
+      "lstm_encoder", {selected.past.output, statics.state_h, statics.state_c}, [this, l, blocks](const Tensors& in) {
         const Tensors weights = lstm_weights(lstm_encoder);
         const int64_t chunk = encoder_chunk_length();
         Tensors outputs;
@@ -297,7 +318,7 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
         for (int64_t start = 0; start < l; start += chunk) {
           Tensors chunk_inputs{in[0].narrow(1, start, std::min(chunk, l - start)), h_t, c_t};
           chunk_inputs.insert(chunk_inputs.end(), weights.begin(), weights.end());
-          Tensors r = run_segment("lstm_encoder_chunk", encoder_chunks, chunk_inputs, [this](const Tensors& x) {
+          Tensors r = blocks.run("lstm_encoder_chunk", chunk_inputs, [this](const Tensors& x) {
             return lstm_step(lstm_encoder, x[0], x[1], x[2], at::TensorList(x).slice(3));
           });
           outputs.push_back(r[0]);
@@ -308,35 +329,53 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
         if (options_.use_qat()) output = lstm_encoder_output_quant(output);
         return Tensors{output, h_t, c_t};
       });
-  const Tensors decoder = run_segment(
-      "lstm_decoder", blocks, {decoder_selection.output, encoder[1], encoder[2]}, [this](const Tensors& in) {
+  const at::Tensor decoder =
+      blocks.run_one("lstm_decoder", {selected.future.output, encoder[1], encoder[2]}, [this](const Tensors& in) {
         at::Tensor output = lstm_step(lstm_decoder, in[0], in[1], in[2], lstm_weights(lstm_decoder))[0];
         if (options_.use_qat()) output = lstm_decoder_output_quant(output);
         return Tensors{output};
       });
+  return {encoder[0], decoder};
+}
 
-  // Gated skip over the LSTM, then static enrichment: two segments over the whole sequence.
-  const at::Tensor temporal = run_segment(
-      "post_lstm_gate", blocks, {encoder[0], decoder[0], encoder_selection.output, decoder_selection.output},
-      [this](const Tensors& in) {
-        return Tensors{post_lstm_gate(at::cat({in[0], in[1]}, 1), at::cat({in[2], in[3]}, 1))};
-      })[0];
-  const at::Tensor enriched =
-      run_segment("static_enrichment", blocks, {temporal, context_enrichment},
-                  [this](const Tensors& in) { return Tensors{static_enrichment(in[0], in[1])}; })[0];
+at::Tensor TemporalFusionTransformerImpl::gate_lstm(const SequenceOutputs& sequence, const SelectedInputs& selected,
+                                                    const memory::BlockCheckpointing& blocks) {
+  // A gated skip over the LSTM, over the whole sequence.
+  return blocks.run_one("post_lstm_gate",
+                        {sequence.encoder, sequence.decoder, selected.past.output, selected.future.output},
+                        [this](const Tensors& in) {
+                          return Tensors{post_lstm_gate(at::cat({in[0], in[1]}, 1), at::cat({in[2], in[3]}, 1))};
+                        });
+}
 
-  const Tensors attention = run_segment("attention", blocks, {enriched}, [this, l, h](const Tensors& in) {
+at::Tensor TemporalFusionTransformerImpl::enrich(const at::Tensor& temporal, const at::Tensor& context_enrichment,
+                                                 const memory::BlockCheckpointing& blocks) {
+  return blocks.run_one("static_enrichment", {temporal, context_enrichment},
+                        [this](const Tensors& in) { return Tensors{static_enrichment(in[0], in[1])}; });
+}
+
+TemporalFusionTransformerImpl::AttentionOutputs TemporalFusionTransformerImpl::attend(
+    const at::Tensor& enriched, const memory::BlockCheckpointing& blocks) {
+  // Decoder positions attend causally over every position, then a gated skip.
+  const int64_t l = options_.encoder_length(), h = options_.horizon();
+  const Tensors attention = blocks.run("attention", {enriched}, [this, l, h](const Tensors& in) {
     const at::Tensor& enriched = in[0];
     const at::Tensor enriched_decoder = enriched.narrow(1, l, h);
     auto [attended, weights] =
         temporal_attention(enriched_decoder, enriched, enriched, decoder_causal_mask(l, h, enriched.device()));
     return Tensors{post_attention_gate(attended, enriched_decoder), weights};
   });
+  return {attention[0], attention[1]};
+}
 
-  const Tensors quantiles = run_segment(
-      "output", blocks, {attention[0], temporal.narrow(1, l, h)},
-      [this](const Tensors& in) { return Tensors{quantile_outputs(pre_output_gate(positionwise_grn(in[0]), in[1]))}; });
-  return {quantiles[0], statics[0], encoder_selection.weights, decoder_selection.weights, attention[1]};
+at::Tensor TemporalFusionTransformerImpl::output_quantiles(const AttentionOutputs& attention,
+                                                           const at::Tensor& temporal,
+                                                           const memory::BlockCheckpointing& blocks) {
+  // Position-wise GRN, a gated skip over the whole transformer block, then the quantiles.
+  const int64_t l = options_.encoder_length(), h = options_.horizon();
+  return blocks.run_one("output", {attention.gated, temporal.narrow(1, l, h)}, [this](const Tensors& in) {
+    return Tensors{quantile_outputs(pre_output_gate(positionwise_grn(in[0]), in[1]))};
+  });
 }
 
 }  // namespace qtft::model

@@ -7,8 +7,6 @@
 #include <cstddef>
 #include <vector>
 
-#include "qtft/memory/checkpoint.h"
-
 namespace qtft::model {
 
 VariableSelectionNetworkImpl::VariableSelectionNetworkImpl(VariableSelectionNetworkOptions options)
@@ -37,11 +35,12 @@ VariableSelectionOutput VariableSelectionNetworkImpl::forward(const at::Tensor& 
   TORCH_CHECK(inputs.dim() >= 2 && inputs.size(-2) == o.num_inputs() && inputs.size(-1) == o.hidden_size(),
               "VariableSelectionNetwork: expected inputs [..., ", o.num_inputs(), ", ", o.hidden_size(),
               "], got shape ", inputs.sizes());
-  return forward_variables(inputs.unbind(-2), context, /*checkpointed=*/false);
+  return forward_variables(inputs.unbind(-2), context, memory::BlockCheckpointing());
 }
 
 VariableSelectionOutput VariableSelectionNetworkImpl::forward_variables(const std::vector<at::Tensor>& inputs,
-                                                                        const at::Tensor& context, bool checkpointed) {
+                                                                        const at::Tensor& context,
+                                                                        const memory::BlockCheckpointing& blocks) {
   const auto& o = options_;
   const auto n = static_cast<size_t>(o.num_inputs());
   TORCH_CHECK(inputs.size() == n, "VariableSelectionNetwork: expected ", n, " inputs, got ", inputs.size());
@@ -53,9 +52,9 @@ VariableSelectionOutput VariableSelectionNetworkImpl::forward_variables(const st
   using Tensors = std::vector<at::Tensor>;
   if (!flattened_grn) {
     // One input: the context could only steer a choice there is not, so it is not used.
-    const Tensors processed = memory::run_segment(
-        "variable_selection", checkpointed, {inputs.front()},
-        [this](const Tensors& in) { return Tensors{variable_grns->at<GatedResidualNetworkImpl>(0).forward(in[0])}; });
+    const Tensors processed = blocks.run("variable_selection", {inputs.front()}, [this](const Tensors& in) {
+      return Tensors{variable_grns->at<GatedResidualNetworkImpl>(0).forward(in[0])};
+    });
     auto weight_sizes = inputs.front().sizes().vec();
     weight_sizes.back() = 1;  // [..., 1]
     return {processed.front(), at::ones(weight_sizes, inputs.front().options())};
@@ -67,19 +66,18 @@ VariableSelectionOutput VariableSelectionNetworkImpl::forward_variables(const st
   Tensors selector_inputs = inputs;
   const bool has_context = context.defined();
   if (has_context) selector_inputs.push_back(context);
-  const at::Tensor weights = memory::run_segment(
-      "selection_weights", checkpointed, selector_inputs, [this, n, has_context](const Tensors& in) {
+  const at::Tensor weights =
+      blocks.run_one("selection_weights", selector_inputs, [this, n, has_context](const Tensors& in) {
         const Tensors embedded(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n));
         return Tensors{
             at::softmax(flattened_grn->forward_concatenated(embedded, has_context ? in[n] : at::Tensor()), -1)};
-      })[0];
+      });
   at::Tensor selected;
   for (size_t i = 0; i < n; ++i) {
-    const at::Tensor weighted =
-        memory::run_segment("selected_variable", checkpointed, {inputs[i], weights}, [this, i](const Tensors& in) {
-          const auto v = static_cast<int64_t>(i);
-          return Tensors{variable_grns->at<GatedResidualNetworkImpl>(i).forward(in[0]) * in[1].narrow(-1, v, 1)};
-        })[0];
+    const at::Tensor weighted = blocks.run_one("selected_variable", {inputs[i], weights}, [this, i](const Tensors& in) {
+      const auto v = static_cast<int64_t>(i);
+      return Tensors{variable_grns->at<GatedResidualNetworkImpl>(i).forward(in[0]) * in[1].narrow(-1, v, 1)};
+    });
     selected = i == 0 ? weighted : selected + weighted;
   }
   return {selected, weights};

@@ -218,9 +218,8 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
   if (loaded) {
     run.model = loaded->model;
   } else {
-    model::TftOptions options = model::model_options_for(*run.dataset);
-    setup.architecture.apply_to(options);
-    options.use_qat(setup.qat.use_qat).weight_bits(setup.qat.weight_bits).activation_bits(setup.qat.activation_bits);
+    const auto options = model::model_options_for(*run.dataset, setup.architecture, setup.qat.use_qat,
+                                                  setup.qat.weight_bits, setup.qat.activation_bits);
     run.model = model::build_model(options, setup.train.seed);
   }
   events.model_ready(run.model, setup.train);

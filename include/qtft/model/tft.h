@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "qtft/memory/block_checkpointing.h"
 #include "qtft/memory/checkpoint_policy.h"
 #include "qtft/model/gated_linear_unit.h"
 #include "qtft/model/gated_residual_network.h"
@@ -109,6 +110,40 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
   quant::ActivationFakeQuant lstm_decoder_output_quant{nullptr};
 
  private:
+  using Tensors = std::vector<at::Tensor>;
+  // What the forward's steps pass on, by name.
+  struct StaticContexts {
+    at::Tensor weights;           // static variable selection [B, 1]
+    at::Tensor selection;         // c_s, steering the selection of past and future inputs
+    at::Tensor enrichment;        // c_e, for static enrichment
+    at::Tensor state_h, state_c;  // c_h, c_c: the encoder LSTM's initial state [layers, B, hidden]
+  };
+  struct SelectedInputs {
+    VariableSelectionOutput past;    // [B, L, hidden], weights [B, L, O+K]
+    VariableSelectionOutput future;  // [B, H, hidden], weights [B, H, K]
+  };
+  struct SequenceOutputs {
+    at::Tensor encoder, decoder;  // the LSTMs' outputs over past and future positions
+  };
+  struct AttentionOutputs {
+    at::Tensor gated;    // [B, H, hidden] after the gate over attention
+    at::Tensor weights;  // [B, H, L+H]
+  };
+  // The forward's steps, in the order of the paper's figure 2.
+  void check_inputs(const at::Tensor& observed, const at::Tensor& known, const at::Tensor& symbol) const;
+  StaticContexts encode_statics(const at::Tensor& symbol, const memory::BlockCheckpointing& blocks);
+  SelectedInputs select_inputs(const at::Tensor& observed, const at::Tensor& known, const at::Tensor& context,
+                               const memory::BlockCheckpointing& blocks);
+  SequenceOutputs encode_decode(const SelectedInputs& selected, const StaticContexts& statics,
+                                const memory::BlockCheckpointing& blocks);
+  at::Tensor gate_lstm(const SequenceOutputs& sequence, const SelectedInputs& selected,
+                       const memory::BlockCheckpointing& blocks);
+  at::Tensor enrich(const at::Tensor& temporal, const at::Tensor& context_enrichment,
+                    const memory::BlockCheckpointing& blocks);
+  AttentionOutputs attend(const at::Tensor& enriched, const memory::BlockCheckpointing& blocks);
+  at::Tensor output_quantiles(const AttentionOutputs& attention, const at::Tensor& temporal,
+                              const memory::BlockCheckpointing& blocks);
+
   void enable_qat();
   at::Tensor embed_symbol(const at::Tensor& symbol);
   // The LSTM's weights as its kernel takes them (fake-quantized matrices under QAT).

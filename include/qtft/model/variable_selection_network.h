@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "qtft/memory/block_checkpointing.h"
 #include "qtft/model/gated_residual_network.h"
 
 namespace qtft::model {
@@ -42,11 +43,12 @@ class VariableSelectionNetworkImpl : public torch::nn::Module {
   // for static inputs. context: as for GatedResidualNetwork::forward (e.g. [B, C]).
   VariableSelectionOutput forward(const at::Tensor& inputs, const at::Tensor& context = {});
 
-  // The same on the embedded inputs one by one (each [..., hidden]), as segment
-  // boundaries (memory/checkpoint.h): the selector and each variable's GRN are separate
-  // segments, checkpointed when `checkpointed`. Either way the result is bitwise the same.
+  // The same on the embedded inputs one by one (each [..., hidden]), as blocks: the
+  // selector ("selection_weights") and each variable's GRN ("selected_variable", or
+  // "variable_selection" for a single input) run through `blocks`, which checkpoints them
+  // or not. Either way the result is bitwise the same.
   VariableSelectionOutput forward_variables(const std::vector<at::Tensor>& inputs, const at::Tensor& context,
-                                            bool checkpointed);
+                                            const memory::BlockCheckpointing& blocks);
 
   const VariableSelectionNetworkOptions& options() const { return options_; }
 

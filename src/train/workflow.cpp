@@ -18,21 +18,25 @@
 
 namespace qtft::train {
 
-void prepare_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, const QatRecipe& recipe,
-                       size_t batch_size, uint64_t seed, c10::Device device, TrainingEvents& events,
-                       const std::function<bool()>& stop_requested) {
+std::optional<data::RegimeCoverage> prepare_observers(model::TemporalFusionTransformer& model,
+                                                      const data::Dataset& dataset, const QatRecipe& recipe,
+                                                      size_t batch_size, uint64_t seed, c10::Device device,
+                                                      TrainingEvents& events,
+                                                      const std::function<bool()>& stop_requested) {
   auto stats = quant::observer_stats(*model);
   const bool fresh = std::all_of(stats.begin(), stats.end(), [](const auto& s) { return s.samples == 0; });
+  std::optional<data::RegimeCoverage> coverage;
   if (fresh && recipe.calibration_batches > 0) {
     events.calibration_started(recipe.calibration_batches);
     calibrate_observers(model, dataset, recipe.calibration_batches, batch_size, seed, device, stop_requested);
-    events.calibration_finished(model,
-                                data::calibration_coverage(dataset, recipe.calibration_batches, batch_size, seed));
+    coverage = data::calibration_coverage(dataset, recipe.calibration_batches, batch_size, seed);
+    events.calibration_finished(model, *coverage);
   }
   if (recipe.freeze_observers) {
     quant::freeze_observers(*model);
     events.observers_frozen(stats.size());
   }
+  return coverage;
 }
 
 data::RegimeCoverage post_training_quantize(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
@@ -228,8 +232,8 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
   if (run.model->options().use_qat() && !setup.resume) {
     // Every rank calibrates on the same batches, so their observers agree before training.
     const auto stop = dist::stop_on_any_rank(setup.group, setup.stop_requested);
-    prepare_observers(run.model, *run.dataset, setup.qat, setup.train.batch_size, setup.train.seed, setup.device,
-                      events, stop);
+    run.calibration_coverage = prepare_observers(run.model, *run.dataset, setup.qat, setup.train.batch_size,
+                                                 setup.train.seed, setup.device, events, stop);
   }
 
   run.baselines = eval::evaluate_baselines(*run.dataset, data::Split::Validation, run.model->options().quantiles());
@@ -262,8 +266,8 @@ QatPhase start_qat_phase(const model::TftOptions& fp32_options, const artifact::
   recipe.calibration_batches = plan.calibration_batches;
   recipe.freeze_observers = plan.live_epochs == 0;
   // Every rank calibrates on the same batches, so their observers agree before training.
-  prepare_observers(phase.model, *dataset, recipe, train.batch_size, train.seed, device, events,
-                    dist::stop_on_any_rank(group, stop_requested));
+  phase.calibration_coverage = prepare_observers(phase.model, *dataset, recipe, train.batch_size, train.seed, device,
+                                                 events, dist::stop_on_any_rank(group, stop_requested));
   phase.trainer = std::make_unique<Trainer>(phase.model, dataset, plan.fine_tuning(train), device);
   if (group) phase.trainer->set_data_parallel(group);
   phase.trainer->continue_after(fp32_state);
@@ -287,6 +291,7 @@ TrainResult fit_training(PreparedTraining& run, ProgressReporter& progress, Trai
   }
   run.model = phase.model;
   run.trainer = std::move(phase.trainer);
+  if (phase.calibration_coverage) run.calibration_coverage = phase.calibration_coverage;
   run.train = plan.fine_tuning(run.train);
   run.pending_qat_phase.reset();
   const double fp32_seconds = result.train_seconds;

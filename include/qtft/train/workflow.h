@@ -70,6 +70,11 @@ UpdateOrigin update_origin_from_json(const nlohmann::json& json);
 class TrainingEvents {
  public:
   virtual ~TrainingEvents() = default;
+  // This process is one of `ranks` of a data-parallel run, on `threads` threads, each step
+  // taking `batch_size` windows per rank.
+  virtual void data_parallel_started(int64_t /*ranks*/, int /*threads*/, size_t /*batch_size*/) {}
+  // No bars were named: the run trains on the embedded synthetic data.
+  virtual void embedded_data_used(const data::BarSource&) {}
   virtual void model_loaded(const std::filesystem::path&) {}
   virtual void feature_store_ready(const data::StorePreparation&) {}
   virtual void data_ready(const data::Dataset&) {}
@@ -95,7 +100,8 @@ struct PreparedTraining {
   std::unique_ptr<Trainer> trainer;
   // A --two-phase run from FP32 still in its FP32 phase: fit_training switches to QAT.
   std::optional<TwoPhasePlan> pending_qat_phase;
-  std::optional<UpdateOrigin> update;  // an update run
+  std::optional<UpdateOrigin> update;                        // an update run
+  std::optional<data::RegimeCoverage> calibration_coverage;  // the last calibration's, if any
   c10::Device device = c10::Device(c10::kCPU);
   std::shared_ptr<dist::Collective> group;
 };
@@ -123,6 +129,7 @@ TrainResult fit_training(PreparedTraining& run, ProgressReporter& progress, Trai
 struct QatPhase {
   model::TemporalFusionTransformer model{nullptr};
   std::unique_ptr<Trainer> trainer;
+  std::optional<data::RegimeCoverage> calibration_coverage;
 };
 QatPhase start_qat_phase(const model::TftOptions& fp32_options, const artifact::NamedTensors& fp32_weights,
                          const artifact::TrainingState& fp32_state, const TwoPhasePlan& plan, const TrainOptions& train,
@@ -137,9 +144,12 @@ artifact::ModelFile training_model_file(const PreparedTraining& run);
 
 // The QAT preamble on a model: observers that have seen no data are calibrated on
 // `recipe.calibration_batches` training batches; with freeze_observers they are then frozen.
-void prepare_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, const QatRecipe& recipe,
-                       size_t batch_size, uint64_t seed, c10::Device device, TrainingEvents& events,
-                       const std::function<bool()>& stop_requested = {});
+// Returns the calibration's regime coverage when it calibrated.
+std::optional<data::RegimeCoverage> prepare_observers(model::TemporalFusionTransformer& model,
+                                                      const data::Dataset& dataset, const QatRecipe& recipe,
+                                                      size_t batch_size, uint64_t seed, c10::Device device,
+                                                      TrainingEvents& events,
+                                                      const std::function<bool()>& stop_requested = {});
 
 // Post-training quantization of a QAT-converted model: calibrate on `batches` training
 // batches, then freeze. PTQ in `qtft quantize` and in the accuracy comparison. Returns

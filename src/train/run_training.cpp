@@ -1,0 +1,104 @@
+#include "qtft/train/run_training.h"
+
+#include <ATen/Parallel.h>
+
+#include "qtft/artifact/model_loading.h"
+#include "qtft/common/error.h"
+#include "qtft/dist/collective.h"
+#include "qtft/io/atomic_file.h"
+#include "qtft/model/model_building.h"
+
+namespace qtft::train {
+namespace {
+
+nlohmann::json metrics_document(const TrainingOutcome& o, const model::TftOptions& options,
+                                const data::BarSource& source) {
+  const auto& best = o.result.best_val;
+  nlohmann::json j{
+      {"config",
+       {{"model", model::to_json(options)}, {"training", to_json(o.train)}, {"data", data::describe_source(source)}}},
+      {"epochs", o.state.history},
+      {"best_epoch", o.result.best_epoch},
+      {"val_loss", best.loss},
+      {"val_rmse", best.rmse},
+      {"val_mae", best.mae},
+      {"val_p50", best.p50},
+      {"val_p90", best.p90},
+      {"baseline_val_loss", o.baselines.best().loss},
+      {"baselines", eval::to_json(o.baselines)},
+      {"parameters", o.parameters},
+      {"train_seconds", o.result.train_seconds},
+      {"stopped_early", o.result.stopped_early}};
+  if (o.calibration_coverage) j["calibration_coverage"] = data::to_json(*o.calibration_coverage);
+  return j;
+}
+
+}  // namespace
+
+c10::Device training_device(DeviceChoice choice, const std::shared_ptr<dist::Collective>& group) {
+  auto device = artifact::resolve_device(choice);
+  if (!group || !device.is_cuda()) return device;
+  if (choice == DeviceChoice::Cuda) {
+    throw UsageError("--device cuda: data-parallel training runs on CPU (Gloo) for now; NCCL is not built yet");
+  }
+  return c10::Device(c10::kCPU);
+}
+
+TrainingOutcome run_training(const TrainingRequest& request, TrainingEvents& events, ProgressReporter& progress) {
+  const auto& setup = request.setup;
+  const auto& group = setup.group;
+  TrainingOutcome outcome;
+  outcome.leader = !group || group->rank() == 0;
+  outcome.ranks = group ? group->world_size() : 1;
+  TrainingEvents quiet;
+  ProgressReporter silent;
+  TrainingEvents& shown = outcome.leader ? events : quiet;
+  ProgressReporter& shown_progress = outcome.leader ? progress : silent;
+
+  check_training_setup(setup);  // flags before data
+  // Two runs saving to one file would overwrite each other's work: the second stops here.
+  // (Without a save path only an interrupt writes, to kInterruptedCheckpoint.)
+  std::optional<io::OutputLock> lock;
+  if (outcome.leader && !request.save_model.empty()) lock.emplace(request.save_model);
+  if (group) shown.data_parallel_started(outcome.ranks, at::get_num_threads(), setup.train.batch_size);
+  if (request.source.uses_embedded_data()) shown.embedded_data_used(request.source);
+
+  auto run = prepare_training(request.source, setup, shown);
+  outcome.parameters = model::count_parameters(*run.model);
+  outcome.baselines = run.baselines;
+  outcome.train = run.train;
+  outcome.result = fit_training(run, shown_progress, shown, setup.stop_requested);
+  outcome.calibration_coverage = run.calibration_coverage;
+
+  auto file = training_model_file(run);
+  RunRecord record = request.record;
+  record.ranks = outcome.ranks;
+  record.save_model = request.save_model.empty() ? "" : std::filesystem::absolute(request.save_model).string();
+  file.training->run = to_json(record);
+  outcome.state = *file.training;
+  const auto save = [&](const std::filesystem::path& path) {
+    if (request.save) {
+      request.save(path, file);
+    } else {
+      artifact::save_model_file(path, file);
+    }
+    outcome.saved_to = path;
+  };
+  if (outcome.leader) {
+    if (outcome.result.interrupted) {
+      save(request.save_model.empty() ? std::filesystem::path(kInterruptedCheckpoint) : request.save_model);
+    } else {
+      if (!request.save_model.empty()) save(request.save_model);
+      outcome.metrics = metrics_document(outcome, file.options, request.source);
+      if (!request.metrics_json.empty()) {
+        io::write_file_atomically(request.metrics_json, outcome.metrics.dump(2) + "\n");
+      }
+    }
+  }
+  // The other ranks wait until the leader's files are complete: a launcher that sees one
+  // worker end may stop the rest.
+  if (group) group->barrier();
+  return outcome;
+}
+
+}  // namespace qtft::train

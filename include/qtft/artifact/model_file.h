@@ -83,7 +83,7 @@ struct ModelFile {
   data::DatasetOptions dataset;
   NamedTensors weights;  // module parameter and buffer names
   std::optional<TrainingState> training;
-  // Read from an int8 export (infer/int8_file.h): the weights QAT quantizes per channel
+  // Read from an int8 export (artifact/int8_file.h): the weights QAT quantizes per channel
   // hold their integers times their scales, and a model built from it uses them as they
   // are. Such a file serves forecasts; it cannot be trained further.
   bool int8_weights = false;

@@ -4,7 +4,7 @@
 
 #include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
-#include "qtft/dist/collective.h"
+#include "qtft/dist/ranks.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/model/model_building.h"
 
@@ -48,8 +48,9 @@ TrainingOutcome run_training(const TrainingRequest& request, TrainingEvents& eve
   const auto& setup = request.setup;
   const auto& group = setup.group;
   TrainingOutcome outcome;
-  outcome.leader = !group || group->rank() == 0;
-  outcome.ranks = group ? group->world_size() : 1;
+  const dist::Ranks ranks(group);
+  outcome.leader = ranks.leader();
+  outcome.ranks = ranks.count();
   TrainingEvents quiet;
   ProgressReporter silent;
   TrainingEvents& shown = outcome.leader ? events : quiet;
@@ -60,7 +61,7 @@ TrainingOutcome run_training(const TrainingRequest& request, TrainingEvents& eve
   // (Without a save path only an interrupt writes, to kInterruptedCheckpoint.)
   std::optional<io::OutputLock> lock;
   if (outcome.leader && !request.save_model.empty()) lock.emplace(request.save_model);
-  if (group) shown.data_parallel_started(outcome.ranks, at::get_num_threads(), setup.train.batch_size);
+  if (outcome.ranks > 1) shown.data_parallel_started(outcome.ranks, at::get_num_threads(), setup.train.batch_size);
   if (request.source.uses_embedded_data()) shown.embedded_data_used(request.source);
 
   auto run = prepare_training(request.source, setup, shown);
@@ -97,7 +98,7 @@ TrainingOutcome run_training(const TrainingRequest& request, TrainingEvents& eve
   }
   // The other ranks wait until the leader's files are complete: a launcher that sees one
   // worker end may stop the rest.
-  if (group) group->barrier();
+  ranks.barrier();
   return outcome;
 }
 

@@ -12,10 +12,7 @@
 #include "qtft/common/error.h"
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
-#include "qtft/dist/collective.h"
-#include "qtft/dist/data_parallel.h"
-#include "qtft/dist/sharded_evaluation.h"
-#include "qtft/eval/evaluate.h"
+#include "qtft/dist/ranks.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/checkpoint_choice.h"
@@ -25,26 +22,6 @@
 
 namespace qtft::train {
 namespace {
-
-// Under data parallelism the observers update from the min and max over all ranks, for one
-// fit() only, however it ends (dist::reduce_extremes).
-class ObserversReduceOverRanks {
- public:
-  ObserversReduceOverRanks(model::TemporalFusionTransformer model, const std::shared_ptr<dist::Collective>& group)
-      : model_(std::move(model)), active_(group != nullptr) {
-    if (!active_) return;
-    quant::set_extremes_reducer(*model_, [group](at::Tensor& min_max) { dist::reduce_extremes(*group, min_max); });
-  }
-  ~ObserversReduceOverRanks() {
-    if (active_) quant::set_extremes_reducer(*model_, {});
-  }
-  ObserversReduceOverRanks(const ObserversReduceOverRanks&) = delete;
-  ObserversReduceOverRanks& operator=(const ObserversReduceOverRanks&) = delete;
-
- private:
-  model::TemporalFusionTransformer model_;
-  bool active_;
-};
 
 using Clock = std::chrono::steady_clock;
 
@@ -216,11 +193,10 @@ double Trainer::train_step(const std::vector<size_t>& indices) {
   }
   auto batch = data::make_batch(*dataset_, data::Split::Train, indices);
   at::Tensor loss;
-  std::function<void()> average;
-  if (group_) average = [this] { dist::average_gradients(*group_, model_->parameters()); };
+  const auto average = ranks_.gradient_averaging(model_->parameters());
   random_.run([&] { loss = training_step(model_, *optimizer_, batch, options_.clip_norm, device_, average); });
   double value = loss.item<double>();  // waits for the step on CUDA
-  if (group_) value = dist::mean_over_ranks(*group_, value);
+  value = ranks_.mean(value);
   if (track_memory_) {
     const int64_t step_peak = memory::memory_stats(device_).peak_bytes - held_before + state_before;
     epoch_peak_memory_ = std::max(epoch_peak_memory_, step_peak);
@@ -232,10 +208,8 @@ double Trainer::train_step(const std::vector<size_t>& indices) {
 bool Trainer::end_epoch(EpochSummary& s, const std::function<bool()>& stop_requested) {
   // Under data parallelism each rank validates its share of the batches; the metrics are
   // the same bits either way.
-  auto val = group_ ? dist::evaluate_sharded(*group_, model_, *dataset_, data::Split::Validation,
-                                             options_.eval_batch_size, device_, stop_requested)
-                    : eval::evaluate_model_unless_stopped(model_, *dataset_, data::Split::Validation,
-                                                          options_.eval_batch_size, device_, stop_requested);
+  auto val =
+      ranks_.evaluate(model_, *dataset_, data::Split::Validation, options_.eval_batch_size, device_, stop_requested);
   // Stopped mid-validation: nothing of the epoch's end is recorded yet, so a resumed run
   // (its state says the epoch's batches are done) validates the epoch again, exactly.
   if (!val) return false;
@@ -272,27 +246,20 @@ bool Trainer::end_epoch(EpochSummary& s, const std::function<bool()>& stop_reque
   return true;
 }
 
-void Trainer::set_data_parallel(std::shared_ptr<dist::Collective> group) { group_ = std::move(group); }
+void Trainer::set_data_parallel(std::shared_ptr<dist::Collective> group) { ranks_ = dist::Ranks(std::move(group)); }
 
 TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>& stop_requested) {
   TrainResult result;
   auto run_start = Clock::now();
   const size_t windows = dataset_->num_windows(data::Split::Train);
-  const size_t ranks = group_ ? static_cast<size_t>(group_->world_size()) : 1;
-  const size_t rank = group_ ? static_cast<size_t>(group_->rank()) : 0;
-  const size_t global_batch = options_.batch_size * ranks;
+  // Across ranks each step takes batch_size windows per rank from one shared order.
+  const size_t global_batch = options_.batch_size * static_cast<size_t>(ranks_.count());
   data::BatchOrder order(windows, global_batch, options_.seed, true);
-  // Under data parallelism only whole global batches, so that every rank has its share.
-  size_t batches = group_ ? windows / global_batch : order.num_batches();
-  if (group_ && batches == 0) {
-    throw Error("data parallelism: the training split has " + std::to_string(windows) + " windows, fewer than one " +
-                "global batch of " + std::to_string(global_batch) + " (--batch-size x " + std::to_string(ranks) +
-                " ranks)");
-  }
+  size_t batches = ranks_.steps_per_epoch(windows, options_.batch_size);
   // Every rank must leave at the same step, whichever of them was asked to stop.
-  const auto stop = dist::stop_on_any_rank(group_, stop_requested);
-  const ObserversReduceOverRanks reduce_over_ranks(model_, group_);
-  if (group_) dist::broadcast_weights(*group_, *model_);
+  const auto stop = ranks_.stop_on_any_rank(stop_requested);
+  const dist::Ranks::ObserverReduction reduce_over_ranks(model_, ranks_);
+  ranks_.broadcast_weights(*model_);
   if (options_.max_batches_per_epoch > 0) {
     batches = std::min(batches, static_cast<size_t>(options_.max_batches_per_epoch));
   }
@@ -316,13 +283,11 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
     int64_t samples_this_run = 0;
     const auto start_batch = static_cast<size_t>(state_.batches_done_in_epoch);
     for (size_t b = start_batch; b < batches; ++b) {
-      // This rank's slice of the global batch (all of it without data parallelism).
-      const size_t global_first = b * global_batch;
-      const size_t global_end = std::min(global_first + global_batch, windows);
-      const size_t first = group_ ? global_first + rank * options_.batch_size : global_first;
-      const size_t end = group_ ? first + options_.batch_size : global_end;
+      // This rank's share of the step's windows (all of them alone).
+      const auto [first, end] = ranks_.share_of_step(b, windows, options_.batch_size);
       std::vector<size_t> indices = epoch_order.slice(first, end);
-      const auto global_size = static_cast<int64_t>(global_end - global_first);
+      const size_t global_first = b * global_batch;
+      const auto global_size = static_cast<int64_t>(std::min(global_first + global_batch, windows) - global_first);
       double loss = train_step(indices);
       if (!std::isfinite(loss)) {
         throw Error("training diverged: the loss became " + std::to_string(loss) + " at epoch " +

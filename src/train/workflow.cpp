@@ -240,7 +240,7 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
   events.baselines_ready(run.baselines);
 
   run.trainer = std::make_unique<Trainer>(run.model, run.dataset, setup.train, setup.device);
-  if (setup.group) run.trainer->set_data_parallel(setup.group);
+  run.trainer->set_data_parallel(setup.group);
   if (setup.resume) {
     const auto& state = *loaded->file.training;
     run.trainer->resume_from(state, loaded->file.weights);
@@ -269,7 +269,7 @@ QatPhase start_qat_phase(const model::TftOptions& fp32_options, const artifact::
   phase.calibration_coverage = prepare_observers(phase.model, *dataset, recipe, train.batch_size, train.seed, device,
                                                  events, dist::stop_on_any_rank(group, stop_requested));
   phase.trainer = std::make_unique<Trainer>(phase.model, dataset, plan.fine_tuning(train), device);
-  if (group) phase.trainer->set_data_parallel(group);
+  phase.trainer->set_data_parallel(group);
   phase.trainer->continue_after(fp32_state);
   return phase;
 }

@@ -7,6 +7,7 @@
 
 #include "qtft/artifact/model_file.h"
 #include "qtft/data/dataset.h"
+#include "qtft/dist/ranks.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/memory/rng_state.h"
 #include "qtft/model/tft.h"
@@ -68,7 +69,7 @@ class Trainer {
   // (dist::evaluate_sharded), with the figures of one process. A stop requested on any
   // rank stops every rank after the same step (one small all-reduce per poll). Every rank
   // ends with bitwise the same weights and observers; the caller decides who prints and
-  // writes.
+  // writes. A null group is a world of one (dist::Ranks): the trainer never asks which.
   void set_data_parallel(std::shared_ptr<dist::Collective> group);
 
   // fit() returns once `epoch` epochs of the run are complete (result.paused), leaving it
@@ -105,7 +106,7 @@ class Trainer {
   artifact::TrainingState state_;
   artifact::NamedTensors best_weights_;
   memory::CpuRandomStream random_;
-  std::shared_ptr<dist::Collective> group_;
+  dist::Ranks ranks_;  // a world of one unless set_data_parallel
   int64_t pause_after_epoch_ = 0;
   bool checkpoint_policy_chosen_ = false;
   int64_t peak_without_checkpointing_ = -1;  // measured by the auto policy

@@ -1,0 +1,77 @@
+#include "qtft/dist/ranks.h"
+
+#include <algorithm>
+#include <string>
+
+#include "qtft/common/error.h"
+#include "qtft/dist/collective.h"
+#include "qtft/dist/data_parallel.h"
+#include "qtft/dist/sharded_evaluation.h"
+#include "qtft/eval/evaluate.h"
+#include "qtft/quant/observers.h"
+
+namespace qtft::dist {
+
+Ranks::Ranks(std::shared_ptr<Collective> group) : group_(std::move(group)) {}
+
+int64_t Ranks::count() const { return group_ ? group_->world_size() : 1; }
+int64_t Ranks::rank() const { return group_ ? group_->rank() : 0; }
+
+size_t Ranks::steps_per_epoch(size_t windows, size_t batch_size) const {
+  const size_t global_batch = batch_size * static_cast<size_t>(count());
+  if (!group_) return (windows + global_batch - 1) / global_batch;
+  const size_t steps = windows / global_batch;
+  if (steps == 0) {
+    throw Error("data parallelism: the training split has " + std::to_string(windows) + " windows, fewer than one " +
+                "global batch of " + std::to_string(global_batch) + " (--batch-size x " + std::to_string(count()) +
+                " ranks)");
+  }
+  return steps;
+}
+
+std::pair<size_t, size_t> Ranks::share_of_step(size_t step, size_t windows, size_t batch_size) const {
+  const size_t global_first = step * batch_size * static_cast<size_t>(count());
+  if (!group_) return {global_first, std::min(global_first + batch_size, windows)};
+  const size_t first = global_first + static_cast<size_t>(rank()) * batch_size;
+  return {first, first + batch_size};
+}
+
+std::function<void()> Ranks::gradient_averaging(const std::vector<at::Tensor>& parameters) const {
+  if (!group_) return {};
+  return [group = group_, parameters] { average_gradients(*group, parameters); };
+}
+
+double Ranks::mean(double value) const { return group_ ? mean_over_ranks(*group_, value) : value; }
+
+void Ranks::barrier() const {
+  if (group_) group_->barrier();
+}
+
+void Ranks::broadcast_weights(torch::nn::Module& module) const {
+  if (group_) dist::broadcast_weights(*group_, module);
+}
+
+std::function<bool()> Ranks::stop_on_any_rank(std::function<bool()> local) const {
+  return dist::stop_on_any_rank(group_, std::move(local));
+}
+
+std::optional<eval::ForecastMetrics> Ranks::evaluate(model::TemporalFusionTransformer& model,
+                                                     const data::Dataset& dataset, data::Split split, size_t batch_size,
+                                                     c10::Device device,
+                                                     const std::function<bool()>& stop_requested) const {
+  if (group_) return evaluate_sharded(*group_, model, dataset, split, batch_size, device, stop_requested);
+  return eval::evaluate_model_unless_stopped(model, dataset, split, batch_size, device, stop_requested);
+}
+
+Ranks::ObserverReduction::ObserverReduction(model::TemporalFusionTransformer model, const Ranks& ranks)
+    : model_(std::move(model)), active_(ranks.group_ != nullptr) {
+  if (!active_) return;
+  quant::set_extremes_reducer(*model_,
+                              [group = ranks.group_](at::Tensor& min_max) { reduce_extremes(*group, min_max); });
+}
+
+Ranks::ObserverReduction::~ObserverReduction() {
+  if (active_) quant::set_extremes_reducer(*model_, {});
+}
+
+}  // namespace qtft::dist

@@ -20,7 +20,9 @@ install(TARGETS ${qtft_installed_libraries} EXPORT qtftTargets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
         INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(TARGETS qtft_cli RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
-install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/qtft" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+# The public headers only: each area's detail/ holds what its own sources share.
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/qtft" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+        PATTERN "detail" EXCLUDE)
 install(FILES "${PROJECT_BINARY_DIR}/include/qtft/version.h" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/qtft")
 
 set(QTFT_PACKAGE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/qtft")

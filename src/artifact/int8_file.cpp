@@ -20,9 +20,9 @@
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/io/tensor_file.h"
+#include "qtft/quant/detail/weight_fake_quant.h"
 #include "qtft/quant/observers.h"
 #include "qtft/quant/quant_params.h"
-#include "qtft/quant/weight_fake_quant.h"
 
 namespace qtft::artifact {
 namespace {

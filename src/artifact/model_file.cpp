@@ -13,7 +13,7 @@
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/dataset.h"
-#include "qtft/data/feature_spec_json.h"
+#include "qtft/data/detail/feature_spec_json.h"
 #include "qtft/io/tensor_file.h"
 #include "qtft/quant/observers.h"
 

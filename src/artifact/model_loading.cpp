@@ -4,7 +4,7 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
-#include "qtft/common/enum_names.h"
+#include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/model/model_building.h"
 #include "qtft/quant/observers.h"

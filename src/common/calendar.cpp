@@ -1,4 +1,4 @@
-#include "qtft/common/calendar.h"
+#include "qtft/common/detail/calendar.h"
 
 namespace qtft {
 

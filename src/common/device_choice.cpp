@@ -1,6 +1,6 @@
 #include "qtft/common/device_choice.h"
 
-#include "qtft/common/enum_names.h"
+#include "qtft/common/detail/enum_names.h"
 
 namespace qtft {
 namespace {

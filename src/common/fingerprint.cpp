@@ -1,4 +1,4 @@
-#include "qtft/common/fingerprint.h"
+#include "qtft/common/detail/fingerprint.h"
 
 #include <cstdint>
 #include <cstdio>

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "qtft/common/calendar.h"
+#include "qtft/common/detail/calendar.h"
 #include "qtft/common/error.h"
 
 namespace qtft {

@@ -1,4 +1,4 @@
-#include "qtft/common/random.h"
+#include "qtft/common/detail/random.h"
 
 #include <cmath>
 #include <numbers>

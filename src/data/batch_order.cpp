@@ -3,8 +3,8 @@
 #include <numeric>
 #include <utility>
 
+#include "qtft/common/detail/random.h"
 #include "qtft/common/error.h"
-#include "qtft/common/random.h"
 
 namespace qtft::data {
 namespace {

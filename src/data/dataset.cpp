@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "qtft/common/error.h"
-#include "qtft/data/features.h"
+#include "qtft/data/detail/features.h"
 
 namespace qtft::data {
 namespace {

@@ -1,4 +1,4 @@
-#include "qtft/data/feature_spec_json.h"
+#include "qtft/data/detail/feature_spec_json.h"
 
 #include <nlohmann/json.hpp>
 

@@ -20,13 +20,13 @@
 #include <memory>
 #include <optional>
 
+#include "qtft/common/detail/fingerprint.h"
 #include "qtft/common/error.h"
-#include "qtft/common/fingerprint.h"
-#include "qtft/data/feature_spec_json.h"
-#include "qtft/data/features.h"
+#include "qtft/data/detail/feature_spec_json.h"
+#include "qtft/data/detail/features.h"
 #include "qtft/data/parquet_dataset.h"
 #include "qtft/io/atomic_file.h"
-#include "qtft/io/mapped_file.h"
+#include "qtft/io/detail/mapped_file.h"
 
 namespace qtft::data {
 namespace {

@@ -1,9 +1,9 @@
-#include "qtft/data/features.h"
+#include "qtft/data/detail/features.h"
 
 #include <cmath>
 #include <numbers>
 
-#include "qtft/common/calendar.h"
+#include "qtft/common/detail/calendar.h"
 
 namespace qtft::data {
 

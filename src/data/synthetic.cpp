@@ -5,9 +5,9 @@
 #include <cmath>
 #include <string>
 
-#include "qtft/common/calendar.h"
+#include "qtft/common/detail/calendar.h"
+#include "qtft/common/detail/random.h"
 #include "qtft/common/error.h"
-#include "qtft/common/random.h"
 
 namespace qtft::data {
 namespace {

@@ -1,4 +1,4 @@
-#include "qtft/dist/data_parallel.h"
+#include "qtft/dist/detail/data_parallel.h"
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/scalar_tensor.h>

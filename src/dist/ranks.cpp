@@ -5,8 +5,8 @@
 
 #include "qtft/common/error.h"
 #include "qtft/dist/collective.h"
-#include "qtft/dist/data_parallel.h"
-#include "qtft/dist/sharded_evaluation.h"
+#include "qtft/dist/detail/data_parallel.h"
+#include "qtft/dist/detail/sharded_evaluation.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/quant/observers.h"
 

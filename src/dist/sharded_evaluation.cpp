@@ -1,4 +1,4 @@
-#include "qtft/dist/sharded_evaluation.h"
+#include "qtft/dist/detail/sharded_evaluation.h"
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/zeros.h>

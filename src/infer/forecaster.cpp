@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "qtft/artifact/model_loading.h"
-#include "qtft/common/enum_names.h"
+#include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/dataset.h"

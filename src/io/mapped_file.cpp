@@ -1,4 +1,4 @@
-#include "qtft/io/mapped_file.h"
+#include "qtft/io/detail/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

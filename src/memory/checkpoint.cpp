@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "qtft/common/error.h"
-#include "qtft/memory/recompute_context.h"
+#include "qtft/memory/detail/recompute_context.h"
 #include "qtft/memory/rng_state.h"
 
 namespace qtft::memory {

@@ -1,4 +1,4 @@
-#include "qtft/memory/recompute_context.h"
+#include "qtft/memory/detail/recompute_context.h"
 
 #include "qtft/common/error.h"
 

@@ -4,7 +4,7 @@
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
-#include "qtft/quant/weight_fake_quant.h"
+#include "qtft/quant/detail/weight_fake_quant.h"
 
 namespace qtft::model {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "qtft/memory/block_checkpointing.h"
-#include "qtft/quant/weight_fake_quant.h"
+#include "qtft/quant/detail/weight_fake_quant.h"
 
 namespace qtft::model {
 namespace {

@@ -13,8 +13,8 @@
 #include <string>
 
 #include "qtft/common/error.h"
-#include "qtft/memory/recompute_context.h"
-#include "qtft/quant/fake_quantize.h"
+#include "qtft/memory/detail/recompute_context.h"
+#include "qtft/quant/detail/fake_quantize.h"
 
 namespace qtft::quant {
 namespace {

@@ -1,4 +1,4 @@
-#include "qtft/quant/weight_fake_quant.h"
+#include "qtft/quant/detail/weight_fake_quant.h"
 
 #include <ATen/ops/fake_quantize_per_channel_affine.h>
 #include <ATen/ops/zeros.h>

@@ -1,4 +1,4 @@
-#include "qtft/train/checkpoint_choice.h"
+#include "qtft/train/detail/checkpoint_choice.h"
 
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "qtft/common/enum_names.h"
+#include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 

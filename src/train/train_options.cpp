@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "qtft/common/enum_names.h"
+#include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 
 namespace qtft::memory {

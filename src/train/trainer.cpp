@@ -15,7 +15,7 @@
 #include "qtft/dist/ranks.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/quant/observers.h"
-#include "qtft/train/checkpoint_choice.h"
+#include "qtft/train/detail/checkpoint_choice.h"
 #include "qtft/train/fused_adam.h"
 #include "qtft/train/step_memory.h"
 #include "qtft/train/train_step.h"

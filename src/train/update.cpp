@@ -1,4 +1,4 @@
-#include "qtft/train/update.h"
+#include "qtft/train/detail/update.h"
 
 #include <algorithm>
 

@@ -5,16 +5,16 @@
 #include <nlohmann/json.hpp>
 
 #include "qtft/artifact/model_loading.h"
+#include "qtft/common/detail/fingerprint.h"
 #include "qtft/common/error.h"
-#include "qtft/common/fingerprint.h"
 #include "qtft/common/format.h"
 #include "qtft/data/bar_source.h"
-#include "qtft/data/feature_spec_json.h"
+#include "qtft/data/detail/feature_spec_json.h"
 #include "qtft/data/regime_coverage.h"
-#include "qtft/dist/data_parallel.h"
+#include "qtft/dist/detail/data_parallel.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
-#include "qtft/train/update.h"
+#include "qtft/train/detail/update.h"
 
 namespace qtft::train {
 

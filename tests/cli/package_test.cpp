@@ -29,6 +29,10 @@ TEST(Package, AnOutOfTreeProgramBuildsAgainstTheInstalledPackageAndForecastsLike
       << test::read_text(log);
   EXPECT_TRUE(std::filesystem::exists(prefix + "/lib/cmake/qtft/qtftConfig.cmake"));
   EXPECT_TRUE(std::filesystem::exists(prefix + "/include/qtft/infer/forecaster.h"));
+  // Only the public headers: no area's detail/ is installed.
+  EXPECT_TRUE(std::filesystem::exists(QTFT_SOURCE_DIR "/include/qtft/memory/detail/recompute_context.h"));
+  EXPECT_FALSE(std::filesystem::exists(prefix + "/include/qtft/memory/detail"));
+  EXPECT_FALSE(std::filesystem::exists(prefix + "/include/qtft/memory/detail/recompute_context.h"));
   // qtft/version.h, the package's version file and the CLI say one version.
   std::smatch header_version, package_version;
   const auto header = test::read_text(prefix + "/include/qtft/version.h");

@@ -4,11 +4,11 @@
 #include <cmath>
 #include <vector>
 
-#include "qtft/common/calendar.h"
+#include "qtft/common/detail/calendar.h"
+#include "qtft/common/detail/random.h"
 #include "qtft/common/device_choice.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
-#include "qtft/common/random.h"
 #include "support/thrown.h"
 
 namespace qtft {

@@ -9,7 +9,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/data/dataset.h"
-#include "qtft/data/features.h"
+#include "qtft/data/detail/features.h"
 #include "support/bar_files.h"
 #include "support/temp_dir.h"
 

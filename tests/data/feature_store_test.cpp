@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "qtft/data/bar_source.h"
-#include "qtft/data/feature_spec_json.h"
+#include "qtft/data/detail/feature_spec_json.h"
 #include "qtft/data/feature_store.h"
 #include "qtft/data/parquet_dataset.h"
 #include "qtft/data/synthetic.h"

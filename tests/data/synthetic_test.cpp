@@ -5,7 +5,7 @@
 #include <cmath>
 #include <map>
 
-#include "qtft/common/calendar.h"
+#include "qtft/common/detail/calendar.h"
 #include "qtft/common/error.h"
 #include "qtft/data/bars.h"
 #include "qtft/data/synthetic.h"

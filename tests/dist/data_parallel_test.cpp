@@ -13,7 +13,7 @@
 
 #include "qtft/artifact/model_loading.h"
 #include "qtft/dist/collective.h"
-#include "qtft/dist/sharded_evaluation.h"
+#include "qtft/dist/detail/sharded_evaluation.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/model/model_building.h"
 #include "qtft/quant/observers.h"

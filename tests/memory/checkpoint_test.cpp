@@ -11,7 +11,7 @@
 #include <string>
 
 #include "memory/bitwise.h"
-#include "qtft/memory/recompute_context.h"
+#include "qtft/memory/detail/recompute_context.h"
 #include "qtft/quant/activation_observer.h"
 
 namespace qtft::memory {

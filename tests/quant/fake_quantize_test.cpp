@@ -1,4 +1,4 @@
-#include "qtft/quant/fake_quantize.h"
+#include "qtft/quant/detail/fake_quantize.h"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/arange.h>

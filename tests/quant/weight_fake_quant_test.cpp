@@ -1,4 +1,4 @@
-#include "qtft/quant/weight_fake_quant.h"
+#include "qtft/quant/detail/weight_fake_quant.h"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/_unique.h>

@@ -7,10 +7,10 @@
 
 #include "memory/bitwise.h"
 #include "qtft/artifact/model_loading.h"
+#include "qtft/common/detail/fingerprint.h"
 #include "qtft/common/error.h"
-#include "qtft/common/fingerprint.h"
 #include "qtft/quant/observers.h"
-#include "qtft/train/update.h"
+#include "qtft/train/detail/update.h"
 #include "qtft/train/workflow.h"
 #include "support/bar_files.h"
 #include "support/temp_dir.h"

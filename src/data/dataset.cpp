@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/data/detail/features.h"
 
@@ -225,12 +226,9 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const
 }
 
 const char* split_name(Split split) {
-  switch (split) {
-    case Split::Train: return "train";
-    case Split::Validation: return "validation";
-    case Split::Test: return "test";
-  }
-  return "?";
+  static constexpr EnumNames<Split, 3> kNames{
+      {{Split::Train, "train"}, {Split::Validation, "validation"}, {Split::Test, "test"}}};
+  return enum_name(kNames, split);
 }
 
 void DatasetOptions::validate() const {

@@ -36,9 +36,9 @@ std::pair<size_t, size_t> Ranks::share_of_step(size_t step, size_t windows, size
   return {first, first + batch_size};
 }
 
-std::function<void()> Ranks::gradient_averaging(const std::vector<at::Tensor>& parameters) const {
+std::function<void()> Ranks::gradient_averaging(torch::nn::Module& module) const {
   if (!group_) return {};
-  return [group = group_, parameters] { average_gradients(*group, parameters); };
+  return [group = group_, &module] { average_gradients(*group, module.parameters()); };
 }
 
 double Ranks::mean(double value) const { return group_ ? mean_over_ranks(*group_, value) : value; }

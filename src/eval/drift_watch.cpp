@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/eval/evaluate.h"
@@ -39,12 +40,10 @@ DriftCheck check(const std::string& name, artifact::LoadedModel& model, const da
 }  // namespace
 
 const char* drift_verdict_name(DriftVerdict verdict) {
-  switch (verdict) {
-    case DriftVerdict::Ok: return "ok";
-    case DriftVerdict::Degraded: return "degraded";
-    case DriftVerdict::NoBetterThanNaive: return "no_better_than_naive";
-  }
-  return "?";
+  static constexpr EnumNames<DriftVerdict, 3> kNames{{{DriftVerdict::Ok, "ok"},
+                                                      {DriftVerdict::Degraded, "degraded"},
+                                                      {DriftVerdict::NoBetterThanNaive, "no_better_than_naive"}}};
+  return enum_name(kNames, verdict);
 }
 
 int DriftReport::exit_code() const {

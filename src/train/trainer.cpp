@@ -193,7 +193,7 @@ double Trainer::train_step(const std::vector<size_t>& indices) {
   }
   auto batch = data::make_batch(*dataset_, data::Split::Train, indices);
   at::Tensor loss;
-  const auto average = ranks_.gradient_averaging(model_->parameters());
+  const auto average = ranks_.gradient_averaging(*model_);
   random_.run([&] { loss = training_step(model_, *optimizer_, batch, options_.clip_norm, device_, average); });
   double value = loss.item<double>();  // waits for the step on CUDA
   value = ranks_.mean(value);

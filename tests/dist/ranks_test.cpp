@@ -1,6 +1,8 @@
 // dist::Ranks alone: a world of one does what a single process does, with no collective.
 #include <gtest/gtest.h>
 
+#include <torch/nn/modules/linear.h>
+
 #include "qtft/dist/ranks.h"
 
 namespace qtft::dist {
@@ -16,7 +18,8 @@ TEST(Ranks, AWorldOfOneTakesEveryBatchWholeAndNeedsNoCollective) {
   EXPECT_EQ(alone.share_of_step(0, 10, 4), (std::pair<size_t, size_t>{0, 4}));
   EXPECT_EQ(alone.share_of_step(2, 10, 4), (std::pair<size_t, size_t>{8, 10}));
   EXPECT_EQ(alone.steps_per_epoch(0, 4), 0u);
-  EXPECT_FALSE(alone.gradient_averaging({}));
+  torch::nn::Linear layer(1, 1);
+  EXPECT_FALSE(alone.gradient_averaging(*layer));
   EXPECT_EQ(alone.mean(1.25), 1.25);
   int polls = 0;
   const auto stop = alone.stop_on_any_rank([&] { return ++polls == 2; });

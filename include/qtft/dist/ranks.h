@@ -39,8 +39,9 @@ class Ranks {
   // This rank's positions [first, end) in the epoch's order for step `step`.
   std::pair<size_t, size_t> share_of_step(size_t step, size_t windows, size_t batch_size) const;
 
-  // What averages the gradients over the ranks after the backward pass; empty alone.
-  std::function<void()> gradient_averaging(const std::vector<at::Tensor>& parameters) const;
+  // What averages the module's gradients over the ranks after the backward pass; empty
+  // alone, so that a single process's step builds nothing for it.
+  std::function<void()> gradient_averaging(torch::nn::Module& module) const;
   double mean(double value) const;  // over the ranks
   void barrier() const;
   void broadcast_weights(torch::nn::Module& module) const;  // rank 0's, to every rank

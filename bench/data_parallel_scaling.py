@@ -5,11 +5,14 @@ one rank and with two (`--nproc 2`), on the same data, configuration and cores.
 
 Every run trains one epoch of --batches steps of the small benchmark configuration (encoder
 64, horizon 8, hidden 64, 4 heads) on the embedded data; its figure is the epoch's training
-throughput from --metrics-json (global windows per second, validation not included). Rows:
-one rank on 1 and on all cores, two ranks with the same global batch (B/2 each) and with
-twice the global batch (B each); FP32, QAT with live observers (every observer's min and
-max reduced over the ranks in every forward) and QAT with frozen observers (no reduction).
-Run it on an otherwise idle machine.
+throughput from --metrics-json (global windows per second, validation not included) and its
+collective operations per training step. Rows: one rank on 1 and on all cores, two ranks
+with the same global batch (B/2 each) and with twice the global batch (B each); FP32, QAT
+with live observers (across ranks updated once per step, the default: all observers' min and
+max in one collective), the same with --observer-update immediate (one collective per
+observer and forward), and QAT with frozen observers. The summary sets each mode's ratio,
+two ranks of one thread against one rank of all threads at the same global batch, against
+FP32's. Run it on an otherwise idle machine.
 """
 
 import argparse
@@ -33,7 +36,7 @@ def run(qtft, extra, batches, workdir):
         epoch = json.load(f)["epochs"][0]
     return {"command": " ".join(["qtft", *flags]),
             "samples_per_second": epoch["samples_per_second"], "epoch_seconds": epoch["seconds"],
-            "wall_seconds": wall}
+            "collectives_per_step": epoch.get("collectives_per_step", 0), "wall_seconds": wall}
 
 
 def main():
@@ -48,8 +51,10 @@ def main():
     b, half = str(args.batch_size), str(args.batch_size // 2)
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
-        modes = [("FP32", []), ("QAT, live observers", ["--use-qat", "--qat-calibration-batches", "10"]),
-                 ("QAT, frozen observers", ["--use-qat", "--qat-calibration-batches", "10", "--freeze-qat-observers"])]
+        qat = ["--use-qat", "--qat-calibration-batches", "10"]
+        modes = [("FP32", []), ("QAT, live observers", qat),
+                 ("QAT, live observers, immediate", qat + ["--observer-update", "immediate"]),
+                 ("QAT, frozen observers", qat + ["--freeze-qat-observers"])]
         for mode, qat in modes:
             variants = [
                 ("1 rank, 1 thread", ["--threads", "1", "--batch-size", b], args.batch_size),
@@ -63,10 +68,22 @@ def main():
                 row = run(qtft, extra + qat, args.batches, workdir)
                 row.update({"run": name, "mode": mode, "global_batch": global_batch})
                 rows.append(row)
-                print(f"{mode:22s} {name:32s} global batch {global_batch:4d}: "
-                      f"{row['samples_per_second']:8.1f} samples/s", flush=True)
+                print(f"{mode:31s} {name:32s} global batch {global_batch:4d}: "
+                      f"{row['samples_per_second']:8.1f} samples/s, "
+                      f"{row['collectives_per_step']:6.1f} collectives/step", flush=True)
+    # Two ranks of one thread (B/2 each) against one rank of all threads, per mode.
+    ratios = {}
+    for mode in dict.fromkeys(r["mode"] for r in rows):
+        one = next(r for r in rows if r["mode"] == mode and r["run"] == f"1 rank, {cores} threads")
+        two = next(r for r in rows if r["mode"] == mode and r["run"] == f"2 ranks x 1 thread, {half} each")
+        ratios[mode] = two["samples_per_second"] / one["samples_per_second"]
+    summary = {mode: {"two_ranks_over_one": ratio, "against_fp32": ratio / ratios["FP32"]}
+               for mode, ratio in ratios.items()}
+    for mode, s in summary.items():
+        print(f"{mode:31s} 2 ranks / 1 rank: {s['two_ranks_over_one']:.2f}x, "
+              f"{s['against_fp32']:.2f} of FP32's ratio", flush=True)
     result = {"cores": cores, "batches": args.batches, "config": "small (encoder 64, horizon 8, hidden 64, 4 heads)",
-              "runs": rows}
+              "runs": rows, "summary": summary}
     if args.json:
         with open(args.json + ".tmp", "w") as f:
             json.dump(result, f, indent=2)

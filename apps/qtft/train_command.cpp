@@ -46,7 +46,8 @@ std::shared_ptr<dist::Collective> join_data_parallel_group(const TrainFlags& f, 
   // names the rank, the operation and the cause. The program's choice, not the library's;
   // TORCH_CPP_LOG_LEVEL, when the user sets it, still decides.
   if (!dist::process_environment("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = c10::GLOG_FATAL;
-  return std::make_shared<dist::Collective>(dist::Collective::connect(*env, timeout));
+  const auto backend = train::data_parallel_backend(parse_device_choice(f.runtime.device, "--device"));
+  return std::make_shared<dist::Collective>(dist::Collective::connect(*env, timeout, backend));
 }
 
 // `--nproc N`: this process checks the flags once, then only starts the N workers (this

@@ -20,6 +20,12 @@ void add_train_flags(CLI::App& cmd, TrainFlags& f) {
   add_checkpoint_flags(cmd, f.checkpointing);
   add_training_flags(cmd, f.train, f.lr_schedule);
   add_runtime_flags(cmd, f.runtime);
+  cmd.add_option("--observer-update", f.observer_update,
+                 "When live QAT observers take a batch in: immediate (in every forward), step (once, at the step's "
+                 "end, with the step's extremes over all ranks in one collective) or auto (step across ranks, "
+                 "immediate alone)")
+      ->check(CLI::IsMember({"auto", "immediate", "step"}))
+      ->capture_default_str();
   cmd.add_option("--save-model", f.save_model, "Write the best model and training state (.safetensors)")
       ->check(writable_file());
   cmd.add_option("--load-model", f.load_model, "Start from a saved model (fine-tune or --resume)")
@@ -107,6 +113,7 @@ void finish_train_flags(TrainFlags& f) {
   finish_data_flags(f.data);
   f.runtime.apply();
   f.train.lr_schedule = train::parse_lr_schedule(f.lr_schedule);
+  f.train.observer_update = train::parse_observer_update(f.observer_update);
   f.checkpointing.apply_to(f.train);
   f.qat.finish();
   if (f.qat.compare_accuracy && (!f.load_model.empty() || f.resume)) {

@@ -27,6 +27,7 @@ struct TrainFlags {
   RuntimeFlags runtime;
   train::TrainOptions train;
   std::string lr_schedule = "plateau";
+  std::string observer_update = "auto";  // --observer-update, parsed by finish_train_flags
   std::string save_model, load_model, metrics_json;
   bool resume = false;
   bool update = false;

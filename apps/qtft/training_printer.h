@@ -32,12 +32,14 @@ class ConsolePrinter : public train::TrainingEvents {
  public:
   ConsolePrinter(const data::BarSource& source, bool verbose_observers, c10::Device device)
       : source_(source), verbose_(verbose_observers), device_(device) {}
-  void data_parallel_started(int64_t ranks, int threads, size_t batch_size) override {
+  void data_parallel_started(int64_t ranks, const char* backend, int threads, size_t batch_size,
+                             quant::ObserverUpdate observers) override {
     std::printf(
-        "Data parallel: %lld ranks (Gloo), %d thread%s each; every step takes %zu windows per rank, %zu in "
-        "all\n",
-        static_cast<long long>(ranks), threads, threads == 1 ? "" : "s", batch_size,
-        batch_size * static_cast<size_t>(ranks));
+        "Data parallel: %lld ranks (%s), %d thread%s each; every step takes %zu windows per rank, %zu in "
+        "all; live QAT observers update %s\n",
+        static_cast<long long>(ranks), backend, threads, threads == 1 ? "" : "s", batch_size,
+        batch_size * static_cast<size_t>(ranks),
+        observers == quant::ObserverUpdate::Step ? "once per step (one collective)" : "in every forward");
   }
   void embedded_data_used(const data::BarSource& source) override {
     std::cout << "No --parquet-file or --csv-file given: training on the " << data::describe_source(source) << "\n";

@@ -2,6 +2,8 @@
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
@@ -12,6 +14,26 @@ void reduce_extremes(Collective& group, at::Tensor& min_max) {
   std::vector<at::Tensor> t{at::cat({-min_max.narrow(0, 0, 1), min_max.narrow(0, 1, 1)}).contiguous()};
   group.all_reduce(t, ReduceOp::max);
   min_max = at::cat({-t[0].narrow(0, 0, 1), t[0].narrow(0, 1, 1)});
+}
+
+StepExchange exchange_step(Collective& group, const at::Tensor& extremes, double loss, bool stop) {
+  c10::NoGradGuard no_grad;
+  const int64_t k = extremes.size(0);
+  // Float to double and back is exact, so the extremes travel with the loss in one tensor.
+  const at::Tensor tail = at::tensor({loss, stop ? 1.0 : 0.0}, at::kDouble).to(extremes.device());
+  const at::Tensor row = at::cat({extremes.to(at::kDouble).reshape({-1}), tail});
+  const at::Tensor rows = at::stack(group.all_gather(row));  // [ranks, 2k + 2]
+  StepExchange out;
+  const at::Tensor per_rank = rows.narrow(1, 0, 2 * k).view({group.world_size(), k, 2});
+  out.extremes = at::stack({per_rank.select(2, 0).amin(0), per_rank.select(2, 1).amax(0)}, 1).to(at::kFloat);
+  const at::Tensor tails = rows.narrow(1, 2 * k, 2).cpu();
+  const auto t = tails.accessor<double, 2>();
+  for (int64_t r = 0; r < tails.size(0); ++r) {
+    out.mean_loss += t[r][0];
+    out.stop = out.stop || t[r][1] != 0.0;
+  }
+  out.mean_loss /= static_cast<double>(group.world_size());
+  return out;
 }
 
 void average_gradients(Collective& group, const std::vector<at::Tensor>& parameters, int64_t bucket_bytes) {

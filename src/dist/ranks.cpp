@@ -43,6 +43,20 @@ std::function<void()> Ranks::gradient_averaging(torch::nn::Module& module) const
 
 double Ranks::mean(double value) const { return group_ ? mean_over_ranks(*group_, value) : value; }
 
+int64_t Ranks::collectives() const { return group_ ? group_->operations() : 0; }
+
+Ranks::StepOutcome Ranks::end_step(torch::nn::Module& module, double loss, bool stop_requested) const {
+  at::Tensor extremes = quant::step_extremes(module);
+  StepOutcome outcome{loss, stop_requested};
+  if (group_) {
+    auto exchanged = exchange_step(*group_, extremes, loss, stop_requested);
+    extremes = exchanged.extremes;
+    outcome = {exchanged.mean_loss, exchanged.stop};
+  }
+  if (extremes.size(0) > 0) quant::end_observer_step(module, extremes);
+  return outcome;
+}
+
 void Ranks::barrier() const {
   if (group_) group_->barrier();
 }
@@ -63,15 +77,19 @@ std::optional<eval::ForecastMetrics> Ranks::evaluate(model::TemporalFusionTransf
   return eval::evaluate_model_unless_stopped(model, dataset, split, batch_size, device, stop_requested);
 }
 
-Ranks::ObserverReduction::ObserverReduction(model::TemporalFusionTransformer model, const Ranks& ranks)
-    : model_(std::move(model)), active_(ranks.group_ != nullptr) {
-  if (!active_) return;
-  quant::set_extremes_reducer(*model_,
-                              [group = ranks.group_](at::Tensor& min_max) { reduce_extremes(*group, min_max); });
+Ranks::ObserverUpdates::ObserverUpdates(model::TemporalFusionTransformer model, const Ranks& ranks,
+                                        quant::ObserverUpdate update)
+    : model_(std::move(model)) {
+  quant::set_observer_update(*model_, update);
+  if (update == quant::ObserverUpdate::Immediate && ranks.group_) {
+    quant::set_extremes_reducer(*model_,
+                                [group = ranks.group_](at::Tensor& min_max) { reduce_extremes(*group, min_max); });
+  }
 }
 
-Ranks::ObserverReduction::~ObserverReduction() {
-  if (active_) quant::set_extremes_reducer(*model_, {});
+Ranks::ObserverUpdates::~ObserverUpdates() {
+  quant::set_observer_update(*model_, quant::ObserverUpdate::Immediate);
+  quant::set_extremes_reducer(*model_, {});
 }
 
 }  // namespace qtft::dist

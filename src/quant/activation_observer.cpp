@@ -3,6 +3,8 @@
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/fused_moving_avg_obs_fake_quant.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/minimum.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
@@ -51,6 +53,13 @@ ActivationFakeQuantImpl::ActivationFakeQuantImpl(ActivationFakeQuantOptions opti
 
 at::Tensor ActivationFakeQuantImpl::forward(const at::Tensor& x) {
   check_input(x);
+  if (is_training() && !is_frozen() && update_ == ObserverUpdate::Step) {
+    // The parameters stay the step's until end_step, so a recompute quantizes exactly as
+    // the first pass did; only the first pass records, so the step counts x once.
+    if (memory::current_segment_pass() != memory::SegmentPass::Replaying) record_step_extremes(x);
+    if (samples() == 0) return x;
+    return fake_quantize_with(x, scale_, zero_point_);
+  }
   if (is_training() && !is_frozen()) {
     // Under checkpointing a segment runs twice per step; the observer must update once and
     // both runs must quantize with the parameters of that update (recompute_context.h).
@@ -92,6 +101,29 @@ void ActivationFakeQuantImpl::unfreeze() {
   wrote(frozen_, frozen_host_, 0);
 }
 
+void ActivationFakeQuantImpl::set_update(ObserverUpdate update) {
+  update_ = update;
+  if (update_ == ObserverUpdate::Immediate) step_extremes_ = at::Tensor();
+}
+
+void ActivationFakeQuantImpl::end_step(const at::Tensor& min_max) {
+  if (update_ != ObserverUpdate::Step) throw Error("activation observer: end_step outside the step mode");
+  if (is_frozen()) throw Error("activation observer: end_step on a frozen observer");
+  c10::NoGradGuard no_grad;
+  take_in(min_max.to(running_min_.device(), at::kFloat).reshape({2}));
+  step_extremes_ = at::Tensor();
+}
+
+void ActivationFakeQuantImpl::record_step_extremes(const at::Tensor& x) {
+  c10::NoGradGuard no_grad;
+  auto [min, max] = at::aminmax(x);
+  if (step_extremes_.defined()) {
+    min = at::minimum(min, step_extremes_[0]);
+    max = at::maximum(max, step_extremes_[1]);
+  }
+  step_extremes_ = at::stack({min, max});
+}
+
 bool ActivationFakeQuantImpl::is_frozen() const { return read_through(frozen_, frozen_host_) != 0; }
 
 int64_t ActivationFakeQuantImpl::samples() const { return read_through(samples_, samples_host_); }
@@ -120,7 +152,6 @@ void ActivationFakeQuantImpl::pretty_print(std::ostream& stream) const {
 }
 
 at::Tensor ActivationFakeQuantImpl::observe(const at::Tensor& x) {
-  const at::Tensor& on = on_flag(x.device());
   // ATen's fused op updates running_min/max, scale and zero_point in place from the min and
   // max of what it is given, and nothing else of it; given just those two values it does
   // the observer's arithmetic exactly as on x. x itself is then fake-quantized by the
@@ -133,6 +164,12 @@ at::Tensor ActivationFakeQuantImpl::observe(const at::Tensor& x) {
     extremes = at::stack({min, max});
     if (extremes_reducer_) extremes_reducer_(extremes);
   }
+  take_in(extremes);
+  return fake_quantize_with(x, scale_, zero_point_);
+}
+
+void ActivationFakeQuantImpl::take_in(const at::Tensor& extremes) {
+  const at::Tensor& on = on_flag(extremes.device());
   at::fused_moving_avg_obs_fake_quant(extremes, on, on, running_min_, running_max_, scale_, zero_point_,
                                       options_.averaging_constant(), range_.qmin, range_.qmax,
                                       /*ch_axis=*/0, /*per_row_fake_quant=*/false, /*symmetric_quant=*/false);
@@ -140,7 +177,6 @@ at::Tensor ActivationFakeQuantImpl::observe(const at::Tensor& x) {
   const int64_t seen = samples();
   samples_.add_(1);
   wrote(samples_, samples_host_, seen + 1);
-  return fake_quantize_with(x, scale_, zero_point_);
 }
 
 at::Tensor ActivationFakeQuantImpl::fake_quantize_with(const at::Tensor& x, const at::Tensor& scale,

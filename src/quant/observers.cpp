@@ -1,9 +1,14 @@
 #include "qtft/quant/observers.h"
 
+#include <ATen/ops/empty.h>
+#include <ATen/ops/stack.h>
 #include <torch/nn/module.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+
+#include "qtft/common/error.h"
 
 namespace qtft::quant {
 namespace {
@@ -58,6 +63,38 @@ std::vector<ObserverStats> observer_stats(torch::nn::Module& module) {
 
 void set_extremes_reducer(torch::nn::Module& module, const ActivationFakeQuantImpl::ExtremesReducer& reducer) {
   for (auto& [name, observer] : find_observers(module)) observer->set_extremes_reducer(reducer);
+}
+
+namespace {
+// The observers that recorded something this step, in registration order.
+std::vector<ActivationFakeQuantImpl*> observers_with_a_step(torch::nn::Module& module) {
+  std::vector<ActivationFakeQuantImpl*> out;
+  for (const auto& child : module.modules(/*include_self=*/false)) {
+    auto* observer = dynamic_cast<ActivationFakeQuantImpl*>(child.get());
+    if (observer && observer->step_extremes().defined()) out.push_back(observer);
+  }
+  return out;
+}
+}  // namespace
+
+void set_observer_update(torch::nn::Module& module, ObserverUpdate update) {
+  for (auto& [_, observer] : find_observers(module)) observer->set_update(update);
+}
+
+at::Tensor step_extremes(torch::nn::Module& module) {
+  std::vector<at::Tensor> rows;
+  for (auto* observer : observers_with_a_step(module)) rows.push_back(observer->step_extremes());
+  if (rows.empty()) return at::empty({0, 2}, at::TensorOptions().dtype(at::kFloat));
+  return at::stack(rows);
+}
+
+void end_observer_step(torch::nn::Module& module, const at::Tensor& extremes) {
+  const auto observers = observers_with_a_step(module);
+  if (extremes.dim() != 2 || extremes.size(0) != static_cast<int64_t>(observers.size()) || extremes.size(1) != 2) {
+    throw Error("end_observer_step: expected [" + std::to_string(observers.size()) + ", 2] extremes, got " +
+                std::to_string(extremes.dim() == 2 ? extremes.size(0) : -1) + " rows");
+  }
+  for (size_t k = 0; k < observers.size(); ++k) observers[k]->end_step(extremes[static_cast<int64_t>(k)]);
 }
 
 void freeze_observers(torch::nn::Module& module) {

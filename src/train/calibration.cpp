@@ -12,24 +12,33 @@ namespace qtft::train {
 
 void calibrate_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, int64_t batches,
                          size_t batch_size, uint64_t seed, c10::Device device,
-                         const std::function<bool()>& stop_requested) {
+                         const std::function<bool()>& stop_requested, quant::ObserverUpdate update) {
   torch::NoGradGuard no_grad;
-  const bool was_training = model->is_training();
+  // The model leaves as it came, however the loop ends (a stop, an error).
+  struct Restore {
+    model::TemporalFusionTransformer& model;
+    bool was_training;
+    ~Restore() {
+      quant::set_observer_update(*model, quant::ObserverUpdate::Immediate);
+      model->train(was_training);
+    }
+  } restore{model, model->is_training()};
   model->eval();
   auto observers = quant::find_observers(*model);
   for (auto& [_, observer] : observers) observer->train();
+  quant::set_observer_update(*model, update);
   const auto windows = data::calibration_windows(dataset.num_windows(data::Split::Train), batches, batch_size, seed);
   for (int64_t b = 0; b < batches; ++b) {
     std::span<const size_t> ids(windows.data() + static_cast<size_t>(b) * batch_size, batch_size);
     auto batch = data::make_batch(dataset, data::Split::Train, ids);
     model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
+    // Every rank calibrates on the same batches: the batch's extremes are already every rank's.
+    if (update == quant::ObserverUpdate::Step) quant::end_observer_step(*model, quant::step_extremes(*model));
     if (stop_requested && stop_requested()) {
-      model->train(was_training);
       throw Interrupted("interrupted during QAT calibration (batch " + std::to_string(b + 1) + " of " +
                         std::to_string(batches) + "), before training began: nothing to save");
     }
   }
-  model->train(was_training);
 }
 
 }  // namespace qtft::train

@@ -93,7 +93,7 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
   const auto calibration = std::to_string(o.qat.calibration_batches) + " calibration batches";
   const auto all_epochs = std::to_string(o.train.epochs) + " epochs";
 
-  log("[1/5] FP32" +
+  log("[1/6] FP32" +
       (plan ? " (the QAT rows take over its run after " + epochs_range(1, plan->fp32_epochs) + ")" : ""));
   auto fp32 = model::build_model(fp32_options, o.train.seed);
   std::optional<Fp32Snapshot> snapshot;
@@ -111,7 +111,7 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
         {"fp32", "FP32, " + all_epochs, finish_best(trainer, dataset, o.train, o.device, progress, stop_requested)});
   }
 
-  log("[2/5] PTQ: the FP32 model, observers calibrated on " + std::to_string(o.qat.calibration_batches) +
+  log("[2/6] PTQ: the FP32 model, observers calibrated on " + std::to_string(o.qat.calibration_batches) +
       " batches, then frozen");
   {
     auto ptq = artifact::quantized_model(fp32_options, artifact::named_weights(*fp32), o.qat.weight_bits,
@@ -124,41 +124,46 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
   // One QAT row: from the FP32 snapshot with the plan's freezing (live_epochs >= qat_epochs:
   // never), or from scratch.
   train::TrainingEvents quiet;
-  auto train_qat = [&](double live_epochs) -> std::pair<model::TemporalFusionTransformer, ComparedModel> {
+  auto train_qat = [&](double live_epochs,
+                       ObserverUpdateChoice update) -> std::pair<model::TemporalFusionTransformer, ComparedModel> {
+    auto train = o.train;
+    train.observer_update = update;
+    const std::string update_words = update == ObserverUpdateChoice::Step ? " (updated once per step)" : std::string();
     if (plan) {
       auto row_plan = *plan;
       row_plan.live_epochs = live_epochs;
-      auto phase = train::start_qat_phase(fp32_options, snapshot->best_weights, snapshot->state, row_plan, o.train,
+      auto phase = train::start_qat_phase(fp32_options, snapshot->best_weights, snapshot->state, row_plan, train,
                                           shared_dataset, o.device, nullptr, quiet, stop_requested);
       const auto qat_epochs = epochs_range(plan->fp32_epochs + 1, o.train.epochs);
       std::string how = "FP32 " + epochs_range(1, plan->fp32_epochs) + ", QAT " + qat_epochs + " at lr " +
                         format_rounded(plan->learning_rate) + ", " + calibration + ", ";
-      how += live_epochs >= static_cast<double>(plan->qat_epochs) ? std::string("live")
+      how += live_epochs >= static_cast<double>(plan->qat_epochs) ? "live" + update_words
              : live_epochs == 0                                   ? std::string("frozen")
-                                : "live " + format_rounded(live_epochs) + " epoch(s), then frozen";
-      auto val =
-          finish_best(*phase.trainer, dataset, row_plan.fine_tuning(o.train), o.device, progress, stop_requested);
+                                : "live " + format_rounded(live_epochs) + " epoch(s)" + update_words + ", then frozen";
+      auto val = finish_best(*phase.trainer, dataset, row_plan.fine_tuning(train), o.device, progress, stop_requested);
       return {phase.model, {"", how, val}};
     }
     auto model = model::build_model(qat_options, o.train.seed);
-    train::calibrate_observers(model, dataset, o.qat.calibration_batches, o.train.batch_size, o.train.seed, o.device);
-    auto options = o.train;
+    train::calibrate_observers(model, dataset, o.qat.calibration_batches, o.train.batch_size, o.train.seed, o.device,
+                               {}, resolve_observer_update(update, 1));
+    auto options = train;
     const bool never = live_epochs >= static_cast<double>(o.train.epochs);
     options.freeze_observers_after_epochs = never ? 0 : live_epochs;
     std::string how = "QAT from scratch, " + all_epochs + ", " + calibration + ", ";
-    how += never ? std::string("live") : "live " + format_rounded(live_epochs) + " epoch(s), then frozen";
+    how += never ? "live" + update_words
+                 : "live " + format_rounded(live_epochs) + " epoch(s)" + update_words + ", then frozen";
     auto val = train_best(model, shared_dataset, options, o.device, progress, stop_requested);
     return {model, {"", how, val}};
   };
 
   const double frozen_live = plan ? plan->live_epochs : (o.qat.live_epochs < 0 ? 1 : o.qat.live_epochs);
-  log("[3/5] QAT, two-phase: observers live for " + format_rounded(frozen_live) + " epoch(s), then frozen" +
+  log("[3/6] QAT, two-phase: observers live for " + format_rounded(frozen_live) + " epoch(s), then frozen" +
       (plan ? ", fine-tuning the FP32 run from epoch " + std::to_string(plan->fp32_epochs + 1) : ", from scratch"));
-  auto [qat_frozen, frozen_row] = train_qat(frozen_live);
+  auto [qat_frozen, frozen_row] = train_qat(frozen_live, o.train.observer_update);
   frozen_row.name = "qat_frozen";
   rows.push_back(frozen_row);
 
-  log("[4/5] int8: the two-phase QAT model exported to an int8 file and run with integer products");
+  log("[4/6] int8: the two-phase QAT model exported to an int8 file and run with integer products");
   {
     const TemporaryFile file("qtft-compare-int8");
     const artifact::ModelFile exported{qat_options, dataset.spec(), dataset.options(),
@@ -170,12 +175,20 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
     rows.push_back({"int8", "qat_frozen exported to int8", agreement.int8, 0.0, agreement});
   }
 
-  log("[5/5] QAT with live observers" +
+  log("[5/6] QAT with live observers" +
       (plan ? ", fine-tuning the FP32 run from epoch " + std::to_string(plan->fp32_epochs + 1) : ", from scratch"));
   {
-    auto [qat_live, live_row] = train_qat(std::numeric_limits<double>::infinity());
+    auto [qat_live, live_row] = train_qat(std::numeric_limits<double>::infinity(), ObserverUpdateChoice::Immediate);
     live_row.name = "qat_live";
     rows.push_back(live_row);
+  }
+
+  log("[6/6] QAT with live observers updated once per step (--observer-update step, the data-parallel default)" +
+      (plan ? ", fine-tuning the FP32 run from epoch " + std::to_string(plan->fp32_epochs + 1) : ", from scratch"));
+  {
+    auto [qat_step, step_row] = train_qat(std::numeric_limits<double>::infinity(), ObserverUpdateChoice::Step);
+    step_row.name = "qat_step";
+    rows.push_back(step_row);
   }
 
   for (auto& row : rows) row.degradation_pct = 100.0 * (row.val.loss - rows.front().val.loss) / rows.front().val.loss;

@@ -35,13 +35,15 @@ nlohmann::json metrics_document(const TrainingOutcome& o, const model::TftOption
 
 }  // namespace
 
+dist::Backend data_parallel_backend(DeviceChoice choice) {
+  return choice == DeviceChoice::Cuda ? dist::Backend::nccl : dist::Backend::gloo;
+}
+
 c10::Device training_device(DeviceChoice choice, const std::shared_ptr<dist::Collective>& group) {
   auto device = artifact::resolve_device(choice);
-  if (!group || !device.is_cuda()) return device;
-  if (choice == DeviceChoice::Cuda) {
-    throw UsageError("--device cuda: data-parallel training runs on CPU (Gloo) for now; NCCL is not built yet");
-  }
-  return c10::Device(c10::kCPU);
+  if (!group) return device;
+  // NCCL's ranks train on their own GPUs; Gloo's on the CPU (--device auto among them).
+  return group->device();
 }
 
 TrainingOutcome run_training(const TrainingRequest& request, TrainingEvents& events, ProgressReporter& progress) {
@@ -61,7 +63,11 @@ TrainingOutcome run_training(const TrainingRequest& request, TrainingEvents& eve
   // (Without a save path only an interrupt writes, to kInterruptedCheckpoint.)
   std::optional<io::OutputLock> lock;
   if (outcome.leader && !request.save_model.empty()) lock.emplace(request.save_model);
-  if (outcome.ranks > 1) shown.data_parallel_started(outcome.ranks, at::get_num_threads(), setup.train.batch_size);
+  if (outcome.ranks > 1) {
+    shown.data_parallel_started(outcome.ranks, group->backend() == dist::Backend::nccl ? "NCCL" : "Gloo",
+                                at::get_num_threads(), setup.train.batch_size,
+                                resolve_observer_update(setup.train.observer_update, outcome.ranks));
+  }
   if (request.source.uses_embedded_data()) shown.embedded_data_used(request.source);
 
   auto run = prepare_training(request.source, setup, shown);

@@ -34,7 +34,29 @@ void TrainOptions::validate() const {
 namespace {
 constexpr EnumNames<LrSchedule, 3> kLrSchedules{
     {{LrSchedule::None, "none"}, {LrSchedule::Plateau, "plateau"}, {LrSchedule::Cosine, "cosine"}}};
+constexpr EnumNames<ObserverUpdateChoice, 3> kObserverUpdates{{{ObserverUpdateChoice::Auto, "auto"},
+                                                               {ObserverUpdateChoice::Immediate, "immediate"},
+                                                               {ObserverUpdateChoice::Step, "step"}}};
 }  // namespace
+
+ObserverUpdateChoice parse_observer_update(const std::string& name) {
+  return parse_enum(kObserverUpdates, name, "--observer-update");
+}
+
+const char* observer_update_name(ObserverUpdateChoice choice) { return enum_name(kObserverUpdates, choice); }
+
+quant::ObserverUpdate resolve_observer_update(ObserverUpdateChoice choice, int64_t ranks) {
+  switch (choice) {
+    case ObserverUpdateChoice::Immediate: return quant::ObserverUpdate::Immediate;
+    case ObserverUpdateChoice::Step: return quant::ObserverUpdate::Step;
+    case ObserverUpdateChoice::Auto: break;
+  }
+  return ranks > 1 ? quant::ObserverUpdate::Step : quant::ObserverUpdate::Immediate;
+}
+
+const char* observer_update_name(quant::ObserverUpdate update) {
+  return update == quant::ObserverUpdate::Step ? "step" : "immediate";
+}
 
 LrSchedule parse_lr_schedule(const std::string& name) { return parse_enum(kLrSchedules, name, "--lr-schedule"); }
 
@@ -45,10 +67,14 @@ const char* lr_schedule_name(LrSchedule schedule) { return enum_name(kLrSchedule
 NLOHMANN_JSON_SERIALIZE_ENUM(LrSchedule, {{LrSchedule::None, "none"},
                                           {LrSchedule::Plateau, "plateau"},
                                           {LrSchedule::Cosine, "cosine"}})
+NLOHMANN_JSON_SERIALIZE_ENUM(ObserverUpdateChoice, {{ObserverUpdateChoice::Auto, "auto"},
+                                                    {ObserverUpdateChoice::Immediate, "immediate"},
+                                                    {ObserverUpdateChoice::Step, "step"}})
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainOptions, epochs, batch_size, learning_rate, weight_decay,
                                                 clip_norm, lr_schedule, plateau_factor, plateau_patience, patience,
                                                 seed, eval_batch_size, max_batches_per_epoch,
-                                                freeze_observers_after_epochs, checkpoint_policy, memory_budget_bytes)
+                                                freeze_observers_after_epochs, observer_update, checkpoint_policy,
+                                                memory_budget_bytes)
 
 nlohmann::json to_json(const TrainOptions& o) { return nlohmann::json(o); }
 
@@ -57,6 +83,7 @@ TrainOptions train_options_from_json(const nlohmann::json& json, TrainOptions ba
   try {
     // nlohmann maps an unknown enum name to the first value; a bad name is an error here.
     if (json.contains("lr_schedule")) parse_lr_schedule(json.at("lr_schedule").get<std::string>());
+    if (json.contains("observer_update")) parse_observer_update(json.at("observer_update").get<std::string>());
     saved = json.get<TrainOptions>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("model file: malformed training options: ") + e.what());

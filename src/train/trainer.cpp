@@ -28,12 +28,19 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 nlohmann::json epoch_json(const EpochSummary& s) {
-  return {{"epoch", s.epoch},       {"train_loss", s.train_loss},
-          {"val_loss", s.val.loss}, {"val_rmse", s.val.rmse},
-          {"val_mae", s.val.mae},   {"val_p50", s.val.p50},
-          {"val_p90", s.val.p90},   {"learning_rate", s.learning_rate},
-          {"seconds", s.seconds},   {"samples_per_second", s.samples_per_second},
-          {"improved", s.improved}, {"peak_memory_bytes", s.peak_memory_bytes}};
+  return {{"epoch", s.epoch},
+          {"train_loss", s.train_loss},
+          {"val_loss", s.val.loss},
+          {"val_rmse", s.val.rmse},
+          {"val_mae", s.val.mae},
+          {"val_p50", s.val.p50},
+          {"val_p90", s.val.p90},
+          {"learning_rate", s.learning_rate},
+          {"seconds", s.seconds},
+          {"samples_per_second", s.samples_per_second},
+          {"improved", s.improved},
+          {"peak_memory_bytes", s.peak_memory_bytes},
+          {"collectives_per_step", s.collectives_per_step}};
 }
 
 // A saved training state fits the model it resumes: every parameter's Adam moments with
@@ -182,7 +189,8 @@ artifact::TrainingState Trainer::state() const {
 
 artifact::NamedTensors Trainer::best_weights() const { return best_weights_; }
 
-double Trainer::train_step(const std::vector<size_t>& indices) {
+dist::Ranks::StepOutcome Trainer::train_step(const std::vector<size_t>& indices, bool stop_requested) {
+  const int64_t collectives_before = ranks_.collectives();
   int64_t held_before = 0, state_before = 0;
   if (track_memory_) {
     // The step's own footprint: what its state held before it began plus how far the
@@ -195,14 +203,15 @@ double Trainer::train_step(const std::vector<size_t>& indices) {
   at::Tensor loss;
   const auto average = ranks_.gradient_averaging(*model_);
   random_.run([&] { loss = training_step(model_, *optimizer_, batch, options_.clip_norm, device_, average); });
-  double value = loss.item<double>();  // waits for the step on CUDA
-  value = ranks_.mean(value);
+  const double value = loss.item<double>();  // waits for the step on CUDA
+  const auto outcome = ranks_.end_step(*model_, value, stop_requested);
+  epoch_collectives_ += ranks_.collectives() - collectives_before;
   if (track_memory_) {
     const int64_t step_peak = memory::memory_stats(device_).peak_bytes - held_before + state_before;
     epoch_peak_memory_ = std::max(epoch_peak_memory_, step_peak);
   }
   ++state_.global_step;
-  return value;
+  return outcome;
 }
 
 bool Trainer::end_epoch(EpochSummary& s, const std::function<bool()>& stop_requested) {
@@ -258,7 +267,8 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
   size_t batches = ranks_.steps_per_epoch(windows, options_.batch_size);
   // Every rank must leave at the same step, whichever of them was asked to stop.
   const auto stop = ranks_.stop_on_any_rank(stop_requested);
-  const dist::Ranks::ObserverReduction reduce_over_ranks(model_, ranks_);
+  const auto observer_update = resolve_observer_update(options_.observer_update, ranks_.count());
+  const dist::Ranks::ObserverUpdates observer_updates(model_, ranks_, observer_update);
   ranks_.broadcast_weights(*model_);
   if (options_.max_batches_per_epoch > 0) {
     batches = std::min(batches, static_cast<size_t>(options_.max_batches_per_epoch));
@@ -280,6 +290,7 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
     progress.epoch_started(epoch, options_.epochs, batches);
     auto epoch_start = Clock::now();
     epoch_peak_memory_ = -1;
+    epoch_collectives_ = 0;
     int64_t samples_this_run = 0;
     const auto start_batch = static_cast<size_t>(state_.batches_done_in_epoch);
     for (size_t b = start_batch; b < batches; ++b) {
@@ -288,7 +299,8 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
       std::vector<size_t> indices = epoch_order.slice(first, end);
       const size_t global_first = b * global_batch;
       const auto global_size = static_cast<int64_t>(std::min(global_first + global_batch, windows) - global_first);
-      double loss = train_step(indices);
+      const auto step = train_step(indices, stop_requested && stop_requested());
+      const double loss = step.mean_loss;
       if (!std::isfinite(loss)) {
         throw Error("training diverged: the loss became " + std::to_string(loss) + " at epoch " +
                     std::to_string(epoch) + ", batch " + std::to_string(b + 1) +
@@ -308,7 +320,7 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
       double done_here = static_cast<double>(b + 1 - start_batch);
       double eta = elapsed / done_here * static_cast<double>(batches - b - 1);
       progress.batch_done(b + 1, batches, loss, rate, eta);
-      if (stop && stop()) {
+      if (step.stop) {
         result.interrupted = true;
         break;
       }
@@ -325,6 +337,8 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
     summary.samples_per_second = static_cast<double>(samples_this_run) / std::max(summary.seconds, 1e-9);
     summary.learning_rate = state_.learning_rate;  // the rate this epoch ran with
     summary.peak_memory_bytes = epoch_peak_memory_;
+    summary.collectives_per_step =
+        static_cast<double>(epoch_collectives_) / static_cast<double>(std::max<size_t>(1, batches - start_batch));
     summary.peak_memory_without_checkpointing_bytes = peak_without_checkpointing_;
     if (!end_epoch(summary, stop)) {
       result.interrupted = true;

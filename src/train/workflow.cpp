@@ -12,6 +12,7 @@
 #include "qtft/data/detail/feature_spec_json.h"
 #include "qtft/data/regime_coverage.h"
 #include "qtft/dist/detail/data_parallel.h"
+#include "qtft/dist/ranks.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
 #include "qtft/train/detail/update.h"
@@ -22,13 +23,14 @@ std::optional<data::RegimeCoverage> prepare_observers(model::TemporalFusionTrans
                                                       const data::Dataset& dataset, const QatRecipe& recipe,
                                                       size_t batch_size, uint64_t seed, c10::Device device,
                                                       TrainingEvents& events,
-                                                      const std::function<bool()>& stop_requested) {
+                                                      const std::function<bool()>& stop_requested,
+                                                      quant::ObserverUpdate update) {
   auto stats = quant::observer_stats(*model);
   const bool fresh = std::all_of(stats.begin(), stats.end(), [](const auto& s) { return s.samples == 0; });
   std::optional<data::RegimeCoverage> coverage;
   if (fresh && recipe.calibration_batches > 0) {
     events.calibration_started(recipe.calibration_batches);
-    calibrate_observers(model, dataset, recipe.calibration_batches, batch_size, seed, device, stop_requested);
+    calibrate_observers(model, dataset, recipe.calibration_batches, batch_size, seed, device, stop_requested, update);
     coverage = data::calibration_coverage(dataset, recipe.calibration_batches, batch_size, seed);
     events.calibration_finished(model, *coverage);
   }
@@ -232,8 +234,9 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
   if (run.model->options().use_qat() && !setup.resume) {
     // Every rank calibrates on the same batches, so their observers agree before training.
     const auto stop = dist::stop_on_any_rank(setup.group, setup.stop_requested);
+    const auto update = resolve_observer_update(setup.train.observer_update, dist::Ranks(setup.group).count());
     run.calibration_coverage = prepare_observers(run.model, *run.dataset, setup.qat, setup.train.batch_size,
-                                                 setup.train.seed, setup.device, events, stop);
+                                                 setup.train.seed, setup.device, events, stop, update);
   }
 
   run.baselines = eval::evaluate_baselines(*run.dataset, data::Split::Validation, run.model->options().quantiles());
@@ -266,8 +269,9 @@ QatPhase start_qat_phase(const model::TftOptions& fp32_options, const artifact::
   recipe.calibration_batches = plan.calibration_batches;
   recipe.freeze_observers = plan.live_epochs == 0;
   // Every rank calibrates on the same batches, so their observers agree before training.
+  const auto update = resolve_observer_update(train.observer_update, dist::Ranks(group).count());
   phase.calibration_coverage = prepare_observers(phase.model, *dataset, recipe, train.batch_size, train.seed, device,
-                                                 events, dist::stop_on_any_rank(group, stop_requested));
+                                                 events, dist::stop_on_any_rank(group, stop_requested), update);
   phase.trainer = std::make_unique<Trainer>(phase.model, dataset, plan.fine_tuning(train), device);
   phase.trainer->set_data_parallel(group);
   phase.trainer->continue_after(fp32_state);

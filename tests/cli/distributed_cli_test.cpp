@@ -4,6 +4,7 @@
 // killed worker ends the others with a clear error.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <signal.h>
 #include <spawn.h>
@@ -60,7 +61,7 @@ TEST_F(DistributedCli, TwoWorkersOfBatchBTrainAsOneProcessOfBatch2B) {
   auto one = run_qtft(dir_, train_args(common + " --batch-size 16 --save-model " + dir_.file("one.safetensors")));
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_THAT(two.out, HasSubstr("Data parallel: 2 ranks (Gloo), 1 thread each; every step takes 8 windows per rank, "
-                                 "16 in all"));
+                                 "16 in all; live QAT observers update once per step (one collective)"));
   // Rank 0 alone prints.
   EXPECT_EQ(count(two.out, "Summary: "), 1u) << two.out;
   EXPECT_EQ(count(two.out, "Saved "), 1u) << two.out;
@@ -100,9 +101,11 @@ TEST_F(DistributedCli, UnderTorchrunTheRanksTrainAsNprocTrains) {
 
 TEST_F(DistributedCli, CtrlCStopsEveryWorkerAndResumeContinuesExactly) {
   // One SIGINT to the launcher, as a terminal's Ctrl-C: it passes it on to both workers,
-  // they stop after the same step, rank 0 saves, and all exit 130.
+  // they stop after the same step, rank 0 saves, and all exit 130. QAT with live observers,
+  // updated once per step (the data-parallel default): the resumed run goes on exactly.
   const auto checkpoint = dir_.file("ckpt.safetensors");
-  const std::string common = " --nproc 2 --batch-size 8 --max-batches-per-epoch 2 --patience 0";
+  const std::string common =
+      " --nproc 2 --batch-size 8 --max-batches-per-epoch 2 --patience 0 --use-qat --qat-calibration-batches 2";
   auto stopped = run_qtft(dir_, train_args(common + " --epochs 100000 --save-model " + checkpoint),
                           "timeout --foreground --preserve-status -s INT 10");
   ASSERT_EQ(stopped.exit_code, 130) << stopped.out << stopped.err;
@@ -248,8 +251,48 @@ TEST_F(DistributedCli, WorkersWhoseLauncherDiesStopAndSaveACheckpoint) {
   EXPECT_FALSE(saved.training->finished);
 }
 
+TEST_F(DistributedCli, TwoTorchrunNodesTrainAsNprocTrains) {
+  // Two torchrun agents, as on two machines: node 0 hosts the rendezvous on the master
+  // endpoint, node 1 joins it, one worker each; Gloo talks over the interface
+  // GLOO_SOCKET_IFNAME names (loopback here, the machines' network in a real run).
+  ASSERT_TRUE(std::filesystem::exists(QTFT_TEST_PYTHON)) << "run scripts/setup.sh to create the venv";
+  const std::string common =
+      " --epochs 1 --max-batches-per-epoch 3 --batch-size 8 --use-qat --qat-calibration-batches 2";
+  const auto port = std::to_string(dist::free_loopback_port());
+  const auto node = [&](int rank) {
+    return "GLOO_SOCKET_IFNAME=lo '" + std::string(QTFT_TEST_PYTHON) +
+           "' -m torch.distributed.run --nnodes 2 --node-rank " + std::to_string(rank) +
+           " --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " + port + " --no-python '" + QTFT_CLI_PATH +
+           "' " + train_args(common + " --save-model " + dir_.file("nodes.safetensors")) + " >'" +
+           dir_.file("node" + std::to_string(rank) + ".out") + "' 2>&1";
+  };
+  const std::string script = node(1) + " & " + node(0) + "; zero=$?; wait $!; one=$?; exit $((zero | one))";
+  const int status = std::system((test::kHangGuard + " bash -c \"" + script + "\"").c_str());
+  const std::string node0 = test::read_text(dir_.file("node0.out")), node1 = test::read_text(dir_.file("node1.out"));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << node0 << "\n---\n" << node1;
+  EXPECT_THAT(node0, HasSubstr("Data parallel: 2 ranks (Gloo)"));
+  EXPECT_EQ(count(node0, "Summary: "), 1u) << node0;
+  EXPECT_EQ(count(node1, "Summary: "), 0u) << node1;
+  auto nproc = run_qtft(dir_, train_args(common + " --nproc 2 --save-model " + dir_.file("nproc.safetensors")));
+  ASSERT_EQ(nproc.exit_code, 0) << nproc.err;
+  auto diff = run_qtft(dir_, "diff " + dir_.file("nodes.safetensors") + " " + dir_.file("nproc.safetensors"));
+  EXPECT_EQ(diff.exit_code, 0) << diff.out;
+}
+
+TEST_F(DistributedCli, CudaAcrossRanksIsNcclAndIsRefusedClearlyWithoutAGpu) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "this machine has a GPU: NCCL is not refused here";
+  // Refused before the rendezvous: no rank waits for a peer that cannot come.
+  auto run = run_qtft(dir_, train_args(" --device cuda --dist-timeout 5"),
+                      "WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=1");
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("--device cuda under data parallelism uses NCCL"));
+  EXPECT_THAT(run.err, ::testing::AnyOf(HasSubstr("this machine has no CUDA GPU"), HasSubstr("built without it")));
+  EXPECT_EQ(count(run.err, "\n"), 1u) << run.err;
+}
+
 TEST_F(DistributedCli, CheckpointingChangesNoBitUnderDataParallelism) {
-  // Observers update once per step, from the ranks' min and max; the recompute replays them.
+  // Observers update once per step (the step mode, data parallelism's default), from the
+  // ranks' min and max; the recompute uses the step's parameters and records nothing.
   const std::string common =
       " --nproc 2 --batch-size 8 --epochs 1 --max-batches-per-epoch 3 --use-qat "
       "--qat-calibration-batches 2";

@@ -198,7 +198,7 @@ TEST_F(QatCli, CompareAccuracyReportsEveryModelAndTheInt8Agreement) {
   auto j = nlohmann::json::parse(test::read_text(json_path));
   EXPECT_THAT(run.out, HasSubstr("int8 against fake quant"));
   EXPECT_THAT(run.out, HasSubstr("every model has 2 epochs: QAT takes over the FP32 run after 1 and fine-tunes for 1"));
-  for (const char* name : {"fp32", "ptq", "qat_frozen", "int8", "qat_live"}) {
+  for (const char* name : {"fp32", "ptq", "qat_frozen", "int8", "qat_live", "qat_step"}) {
     ASSERT_TRUE(j["models"].contains(name)) << name;
     for (const char* key : {"val_loss", "val_rmse", "degradation_pct"}) EXPECT_TRUE(j["models"][name].contains(key));
   }
@@ -206,6 +206,10 @@ TEST_F(QatCli, CompareAccuracyReportsEveryModelAndTheInt8Agreement) {
   EXPECT_EQ(j["models"]["qat_frozen"]["recipe"],
             "FP32 epoch 1, QAT epoch 2 at lr 0.001, 2 calibration batches, live 0.5 epoch(s), then frozen");
   EXPECT_EQ(j["models"]["qat_live"]["recipe"], "FP32 epoch 1, QAT epoch 2 at lr 0.001, 2 calibration batches, live");
+  EXPECT_EQ(j["models"]["qat_step"]["recipe"],
+            "FP32 epoch 1, QAT epoch 2 at lr 0.001, 2 calibration batches, live (updated once per step)");
+  // Two ways of updating the observers, two models.
+  EXPECT_NE(j["models"]["qat_step"]["val_loss"].get<double>(), j["models"]["qat_live"]["val_loss"].get<double>());
   EXPECT_EQ(j["models"]["fp32"]["degradation_pct"].get<double>(), 0.0);
   const auto& agreement = j["models"]["int8"]["against_fake_quant"];
   EXPECT_EQ(agreement["fake_quant_loss"].get<double>(), j["models"]["qat_frozen"]["val_loss"].get<double>());

@@ -34,8 +34,10 @@ model::TftOptions options_for(const data::Dataset& d, bool qat) {
   return o;
 }
 
-train::TrainOptions train_options(size_t batch_size, int64_t batches) {
+train::TrainOptions train_options(size_t batch_size, int64_t batches,
+                                  train::ObserverUpdateChoice update = train::ObserverUpdateChoice::Immediate) {
   auto o = test::tiny_train_options();
+  o.observer_update = update;
   o.epochs = 1;
   o.batch_size = batch_size;
   o.max_batches_per_epoch = batches;
@@ -52,25 +54,33 @@ model::TemporalFusionTransformer initial_model(const data::Dataset& d, bool qat)
   return model;
 }
 
+// The weights after training; `collectives_per_step`, when given, receives the epoch's count.
 artifact::NamedTensors train(const std::shared_ptr<const data::Dataset>& d, model::TemporalFusionTransformer model,
-                             size_t batch_size, int64_t batches, std::shared_ptr<Collective> group) {
-  train::Trainer trainer(model, d, train_options(batch_size, batches), kCpu);
+                             size_t batch_size, int64_t batches, std::shared_ptr<Collective> group,
+                             train::ObserverUpdateChoice update = train::ObserverUpdateChoice::Immediate,
+                             double* collectives_per_step = nullptr) {
+  train::Trainer trainer(model, d, train_options(batch_size, batches, update), kCpu);
   if (group) trainer.set_data_parallel(group);
   train::ProgressReporter quiet;
   trainer.fit(quiet);
+  if (collectives_per_step) *collectives_per_step = trainer.state().history.at(0).at("collectives_per_step");
   return artifact::clone_weights(*model);
 }
 
 // Two ranks of batch_size each, one thread per rank.
-std::vector<artifact::NamedTensors> train_two_ranks(const std::shared_ptr<const data::Dataset>& d, bool qat,
-                                                    size_t batch_size, int64_t batches) {
+std::vector<artifact::NamedTensors> train_two_ranks(
+    const std::shared_ptr<const data::Dataset>& d, bool qat, size_t batch_size, int64_t batches,
+    train::ObserverUpdateChoice update = train::ObserverUpdateChoice::Immediate,
+    std::vector<double>* collectives_per_step = nullptr) {
   std::vector<model::TemporalFusionTransformer> models{initial_model(*d, qat), initial_model(*d, qat)};
   std::vector<artifact::NamedTensors> weights(2);
+  std::vector<double> collectives(2, -1);
   const auto errors = test::run_loopback_ranks(2, [&](int64_t rank, int64_t port) {
     auto group =
         std::make_shared<Collective>(Collective::connect(test::loopback_rank(rank, 2, port), std::chrono::seconds(60)));
-    weights[rank] = train(d, models[rank], batch_size, batches, group);
+    weights[rank] = train(d, models[rank], batch_size, batches, group, update, &collectives[rank]);
   });
+  if (collectives_per_step) *collectives_per_step = collectives;
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
   return weights;
@@ -114,6 +124,48 @@ TEST(DataParallel, ObserversUpdateFromTheMinAndMaxOverAllRanks) {
     if (!quant::is_observer_state(single[i].first)) continue;
     EXPECT_TRUE(at::equal(single[i].second, ranks[0][i].second)) << single[i].first;
   }
+}
+
+TEST(DataParallel, StepObserversOfTwoRanksAreThoseOfOneProcessOfTheWholeBatchInOneCollectivePerStep) {
+  // --observer-update step: the forward quantizes with the step's starting parameters, and
+  // one all-gather at the step's end hands every rank all observers' extremes over the
+  // ranks, with the loss and the stop request. One step: both runs see the same weights.
+  const auto d = test::shared(test::tiny_dataset());
+  const auto step = train::ObserverUpdateChoice::Step;
+  std::vector<double> collectives;
+  const auto ranks = train_two_ranks(d, /*qat=*/true, 8, 1, step, &collectives);
+  expect_bitwise_equal(ranks[0], ranks[1]);
+  const auto single = train(d, initial_model(*d, true), 16, 1, nullptr, step);
+  int64_t observer_tensors = 0;
+  for (size_t i = 0; i < single.size(); ++i) {
+    if (!quant::is_observer_state(single[i].first)) continue;
+    ++observer_tensors;
+    EXPECT_TRUE(at::equal(single[i].second, ranks[0][i].second)) << single[i].first;
+  }
+  EXPECT_GT(observer_tensors, 0);
+  // The tiny model's gradients fill one bucket; the step's end is the one other collective.
+  EXPECT_EQ(collectives[0], 2.0);
+  EXPECT_EQ(collectives[1], 2.0);
+  // The step mode is not the immediate one: one process updating in every forward ends
+  // elsewhere (the parameters a forward uses differ from the step's second observer on).
+  const auto immediate = train(d, initial_model(*d, true), 16, 1, nullptr);
+  bool differs = false;
+  for (size_t i = 0; i < single.size(); ++i) {
+    if (quant::is_observer_state(single[i].first) && !at::equal(single[i].second, immediate[i].second)) differs = true;
+  }
+  EXPECT_TRUE(differs);
+}
+
+TEST(DataParallel, ImmediateObserversCostOneCollectivePerObserverAndForward) {
+  const auto d = test::shared(test::tiny_dataset());
+  std::vector<double> collectives;
+  train_two_ranks(d, /*qat=*/true, 8, 2, train::ObserverUpdateChoice::Immediate, &collectives);
+  auto model = initial_model(*d, true);
+  const auto observers = static_cast<double>(quant::find_observers(*model).size());
+  EXPECT_GE(collectives[0], 2.0 + observers);
+  // FP32: the gradient bucket and the step's end.
+  train_two_ranks(d, /*qat=*/false, 8, 2, train::ObserverUpdateChoice::Immediate, &collectives);
+  EXPECT_EQ(collectives[0], 2.0);
 }
 
 TEST(DataParallel, ShardedValidationGivesTheMetricsOfOneProcessBitForBit) {

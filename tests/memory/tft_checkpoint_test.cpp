@@ -28,8 +28,9 @@ namespace {
 using test::bitwise_equal;
 const c10::Device kCpu(c10::kCPU);
 
-enum class Quant { Fp32, QatLive, QatFrozen };
-const char* const kQuantNames[] = {"Fp32", "QatLive", "QatFrozen"};
+// QatStep: live observers updated once at each step's end (--observer-update step).
+enum class Quant { Fp32, QatLive, QatFrozen, QatStep };
+const char* const kQuantNames[] = {"Fp32", "QatLive", "QatFrozen", "QatStep"};
 void PrintTo(Quant quant, std::ostream* out) { *out << kQuantNames[static_cast<int>(quant)]; }
 
 struct TrainingRun {
@@ -44,8 +45,10 @@ TrainingRun train_steps(Quant quant, CheckpointPolicy policy, int steps = 3, int
   model::TftOptions options = test::tiny_model_options(d);
   options.dropout(0.2).use_qat(quant != Quant::Fp32).lstm_layers(lstm_layers);
   auto model = model::build_model(options, 7);
-  if (quant != Quant::Fp32) train::calibrate_observers(model, d, 2, 16, 42, kCpu);
+  const auto update = quant == Quant::QatStep ? quant::ObserverUpdate::Step : quant::ObserverUpdate::Immediate;
+  if (quant != Quant::Fp32) train::calibrate_observers(model, d, 2, 16, 42, kCpu, {}, update);
   if (quant == Quant::QatFrozen) quant::freeze_observers(*model);
+  quant::set_observer_update(*model, update);
   model->set_checkpoint_policy(policy);
   model->train();
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-2));
@@ -56,6 +59,7 @@ TrainingRun train_steps(Quant quant, CheckpointPolicy policy, int steps = 3, int
     for (size_t i = 0; i < 16; ++i) indices.push_back(static_cast<size_t>(s) * 16 + i);
     const auto batch = data::make_batch(d, data::Split::Train, indices);
     run.losses.push_back(train::training_step(model, optimizer, batch, 1.0, kCpu));
+    if (update == quant::ObserverUpdate::Step) quant::end_observer_step(*model, quant::step_extremes(*model));
   }
   for (const auto& p : model->named_parameters()) {
     run.state.emplace_back(p.key(), p.value().detach().clone());
@@ -105,7 +109,8 @@ std::string case_name(const ::testing::TestParamInfo<std::tuple<Quant, Checkpoin
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, TftCheckpoint,
-                         ::testing::Combine(::testing::Values(Quant::Fp32, Quant::QatLive, Quant::QatFrozen),
+                         ::testing::Combine(::testing::Values(Quant::Fp32, Quant::QatLive, Quant::QatFrozen,
+                                                              Quant::QatStep),
                                             ::testing::Values(CheckpointPolicy::Blocks, CheckpointPolicy::Lstm)),
                          case_name);
 
@@ -117,15 +122,17 @@ TEST(TftCheckpoint, TwoLayerLstmDrawsTheSameDropoutBetweenLayers) {
 }
 
 TEST(TftCheckpoint, LiveObserversCountEachStepOnce) {
-  const TrainingRun checkpointed = train_steps(Quant::QatLive, CheckpointPolicy::Lstm, 2);
-  int observers = 0;
-  for (const auto& [name, value] : checkpointed.state) {
-    // 2 calibration batches + 2 training steps: the recompute in each step adds nothing.
-    if (!name.ends_with(".samples")) continue;
-    ++observers;
-    EXPECT_EQ(value.template item<int64_t>(), 4) << name;
+  for (const Quant quant : {Quant::QatLive, Quant::QatStep}) {
+    const TrainingRun checkpointed = train_steps(quant, CheckpointPolicy::Lstm, 2);
+    int observers = 0;
+    for (const auto& [name, value] : checkpointed.state) {
+      // 2 calibration batches + 2 training steps: the recompute in each step adds nothing.
+      if (!name.ends_with(".samples")) continue;
+      ++observers;
+      EXPECT_EQ(value.template item<int64_t>(), 4) << kQuantNames[static_cast<int>(quant)] << " " << name;
+    }
+    EXPECT_GT(observers, 100);
   }
-  EXPECT_GT(observers, 100);
 }
 
 }  // namespace

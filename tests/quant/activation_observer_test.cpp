@@ -167,6 +167,56 @@ TEST(ActivationFakeQuantTest, OutputUsesTheParametersAfterTheUpdate) {
   EXPECT_TRUE(same_bytes(observer(x2), out));
 }
 
+TEST(ActivationFakeQuantTest, StepModeQuantizesWithTheStepsParametersAndUpdatesOnceAtItsEnd) {
+  ActivationFakeQuant observer;  // averaging constant 0.01
+  observer->train();
+  observer(vec({-1, 3, 0.5}));  // immediate: [-1, 3]
+  const QParams start = observer->qparams();
+  const auto before = snapshot(observer);
+  observer->set_update(ObserverUpdate::Step);
+  EXPECT_FALSE(observer->step_extremes().defined());
+  // Two forwards of one step: both quantize with the step's starting parameters, and
+  // neither moves the state.
+  const at::Tensor x1 = vec({-2, 5, 1}), x2 = vec({-4, 2});
+  EXPECT_TRUE(same_bytes(observer(x1), fake_quantize_reference(x1, start.scale, start.zero_point, 0, 255)));
+  EXPECT_TRUE(same_bytes(observer(x2), fake_quantize_reference(x2, start.scale, start.zero_point, 0, 255)));
+  expect_state_unchanged(observer, before);
+  // The step's record is the min and max over both: [-4, 5].
+  EXPECT_TRUE(same_bytes(observer->step_extremes(), vec({-4, 5})));
+  // Its end takes one batch in: min -1 + 0.01 (-4 + 1), max 3 + 0.01 (5 - 3).
+  observer->end_step(observer->step_extremes());
+  EXPECT_EQ(value(observer, "running_min"), moved(-1.0f, -4.0f, 0.01));
+  EXPECT_EQ(value(observer, "running_max"), moved(3.0f, 5.0f, 0.01));
+  expect_qparams_from_running_range(observer);
+  EXPECT_EQ(observer->samples(), 2);
+  EXPECT_FALSE(observer->step_extremes().defined());
+  // Eval forwards record nothing; a frozen observer refuses a step's end.
+  observer->eval();
+  observer(vec({-9, 9}));
+  EXPECT_FALSE(observer->step_extremes().defined());
+  observer->freeze();
+  EXPECT_THROW(observer->end_step(vec({-1, 1})), Error);
+  observer->unfreeze();
+  // Back to immediate: a step's unfinished record is dropped, and end_step is refused.
+  observer->train();
+  observer(vec({-9, 9}));
+  observer->set_update(ObserverUpdate::Immediate);
+  EXPECT_FALSE(observer->step_extremes().defined());
+  EXPECT_THROW(observer->end_step(vec({-1, 1})), Error);
+}
+
+TEST(ActivationFakeQuantTest, StepModeBeforeAnyObservationPassesThroughAndRecords) {
+  ActivationFakeQuant observer;
+  observer->train();
+  observer->set_update(ObserverUpdate::Step);
+  const at::Tensor x = vec({-1, 3, 0.5});
+  EXPECT_TRUE(same_bytes(observer(x), x));
+  observer->end_step(observer->step_extremes());
+  EXPECT_EQ(value(observer, "running_min"), -1.0f);
+  EXPECT_EQ(value(observer, "running_max"), 3.0f);
+  EXPECT_EQ(observer->samples(), 1);
+}
+
 TEST(ActivationFakeQuantTest, SamplesCountTrainingForwardsAndCalibration) {
   ActivationFakeQuant observer;
   for (int i = 0; i < 3; ++i) observer->calibrate(at::randn({8}));

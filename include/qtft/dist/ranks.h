@@ -13,6 +13,7 @@
 #include "qtft/data/dataset.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/model/tft.h"
+#include "qtft/quant/observer_update.h"
 
 namespace qtft::dist {
 
@@ -43,6 +44,19 @@ class Ranks {
   // alone, so that a single process's step builds nothing for it.
   std::function<void()> gradient_averaging(torch::nn::Module& module) const;
   double mean(double value) const;  // over the ranks
+  // How many collective operations this process has run (0 alone).
+  int64_t collectives() const;
+
+  // What a step's end tells every rank.
+  struct StepOutcome {
+    double mean_loss = 0.0;
+    bool stop = false;
+  };
+  // Ends a training step after the optimizer step, in one collective across ranks (none
+  // alone): this rank's loss and stop request go to every rank with the step extremes of
+  // the module's step-mode observers; every such observer then takes in the min and max
+  // over the ranks (quant::end_observer_step). Every rank must call it once per step.
+  StepOutcome end_step(torch::nn::Module& module, double loss, bool stop_requested) const;
   void barrier() const;
   void broadcast_weights(torch::nn::Module& module) const;  // rank 0's, to every rank
   // `local` on any rank stops every rank (one all-reduce per call); alone, `local` itself.
@@ -53,18 +67,19 @@ class Ranks {
                                                 data::Split split, size_t batch_size, c10::Device device,
                                                 const std::function<bool()>& stop_requested) const;
 
-  // While it lives, the model's observers update from the min and max over all ranks
-  // (dist::reduce_extremes); alone it changes nothing.
-  class ObserverReduction {
+  // While it lives, the model's live observers update as `update` says: Step, from the
+  // extremes end_step hands them; Immediate, in every forward, from the min and max over
+  // all ranks (dist::reduce_extremes; one collective per observer and forward). On its end
+  // they are back to Immediate, on this process's batches alone.
+  class ObserverUpdates {
    public:
-    ObserverReduction(model::TemporalFusionTransformer model, const Ranks& ranks);
-    ~ObserverReduction();
-    ObserverReduction(const ObserverReduction&) = delete;
-    ObserverReduction& operator=(const ObserverReduction&) = delete;
+    ObserverUpdates(model::TemporalFusionTransformer model, const Ranks& ranks, quant::ObserverUpdate update);
+    ~ObserverUpdates();
+    ObserverUpdates(const ObserverUpdates&) = delete;
+    ObserverUpdates& operator=(const ObserverUpdates&) = delete;
 
    private:
     model::TemporalFusionTransformer model_;
-    bool active_;
   };
 
  private:

@@ -10,6 +10,7 @@
 #include <functional>
 #include <ostream>
 
+#include "qtft/quant/observer_update.h"
 #include "qtft/quant/quant_params.h"
 
 namespace qtft::quant {
@@ -38,11 +39,16 @@ struct ActivationFakeQuantOptions {
 //
 // forward(x):
 //   training, not frozen  observe x, then fake-quantize it with the updated parameters
+//                         (Immediate); or record x's min and max for the step's end and
+//                         fake-quantize x with the stored parameters (Step)
 //   frozen, or eval mode  fake-quantize with the stored parameters; no state changes
 //   under checkpointing   the segment's first forward observes and records the parameters it
 //                         used; its recompute replays them per call and changes nothing, so
-//                         the observer updates once per step (see memory/recompute_context.h)
-//   never observed        x is returned unchanged (in any mode): there are no parameters
+//                         the observer updates once per step (see memory/recompute_context.h);
+//                         in Step mode the parameters cannot change before the step's end,
+//                         so the recompute just uses them, and records nothing
+//   never observed        x is returned unchanged (in any mode; Step mode still records
+//                         it): there are no parameters
 //                         yet, and ATen would invent scale 0.1 and zero point 0, which
 //                         silently clips every negative value to 0.
 //
@@ -74,6 +80,17 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
   void set_extremes_reducer(ExtremesReducer reducer) { extremes_reducer_ = std::move(reducer); }
   bool is_frozen() const;
 
+  // Immediate by default. Switching to Immediate drops a step's unfinished record.
+  void set_update(ObserverUpdate update);
+  ObserverUpdate update() const { return update_; }
+  // Step mode: the min and max (float [2]) of everything the observer took in since the
+  // step began; undefined when it took in nothing.
+  const at::Tensor& step_extremes() const { return step_extremes_; }
+  // Step mode: the step's one update from `min_max` (float [2]: the step's extremes, over
+  // every rank under data parallelism). The moving average takes it in, scale and zero
+  // point follow, the sample count grows by one, and the step's record is cleared.
+  void end_step(const at::Tensor& min_max);
+
   int64_t samples() const;
   QParams qparams() const;
   QuantRange range() const { return range_; }
@@ -86,6 +103,10 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
   // fake-quantized with the new parameters (ATen's fused observer on x's min and max, then
   // fake_quantize_with).
   at::Tensor observe(const at::Tensor& x);
+  // The moving-average update from a batch's [min, max] (float [2]), counted as a sample.
+  void take_in(const at::Tensor& min_max);
+  // Step mode: widens the step's record by x's min and max.
+  void record_step_extremes(const at::Tensor& x);
   // Fake-quantizes x with the given parameters and touches no state. A replay of an
   // observed call (recompute under checkpointing) goes through here with the parameters
   // that call produced; the result is bitwise what observe returned.
@@ -114,6 +135,8 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
   at::Tensor frozen_;
   at::Tensor on_flag_;
   ExtremesReducer extremes_reducer_;
+  ObserverUpdate update_ = ObserverUpdate::Immediate;
+  at::Tensor step_extremes_;
   mutable HostCopy samples_host_;
   mutable HostCopy frozen_host_;
 };

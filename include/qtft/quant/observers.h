@@ -1,5 +1,7 @@
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,6 +42,14 @@ void freeze_observers(torch::nn::Module& module);
 void unfreeze_observers(torch::nn::Module& module);
 // ActivationFakeQuantImpl::set_extremes_reducer on every observer of the module.
 void set_extremes_reducer(torch::nn::Module& module, const ActivationFakeQuantImpl::ExtremesReducer& reducer);
+// ActivationFakeQuantImpl::set_update on every observer of the module.
+void set_observer_update(torch::nn::Module& module, ObserverUpdate update);
+// Step mode: the step's [min, max] of every observer that took something in since the step
+// began, in registration order, as float [K, 2] (K = 0: none did).
+at::Tensor step_extremes(torch::nn::Module& module);
+// Ends the step of those same observers, in the same order: the k-th takes row k of
+// `extremes` (what step_extremes gave, or its min and max over the ranks).
+void end_observer_step(torch::nn::Module& module, const at::Tensor& extremes);
 // True when the module has observers and all of them are frozen.
 bool observers_frozen(torch::nn::Module& module);
 

@@ -8,6 +8,7 @@
 #include "qtft/common/error.h"
 #include "qtft/data/dataset.h"
 #include "qtft/model/tft.h"
+#include "qtft/quant/observer_update.h"
 
 namespace qtft::train {
 
@@ -16,9 +17,12 @@ namespace qtft::train {
 // observers are in training mode. Each observer's sample count grows by `batches`.
 // The batches come from their own seeded order, so the training batch order is unchanged.
 // `stop_requested` is polled after every batch; when it says so, throws Interrupted.
+// With `update` Step, each batch's forward quantizes with the parameters the batch began
+// with and every observer takes the batch in at its end, as a training step does.
 void calibrate_observers(model::TemporalFusionTransformer& model, const data::Dataset& dataset, int64_t batches,
                          size_t batch_size, uint64_t seed, c10::Device device,
-                         const std::function<bool()>& stop_requested = {});
+                         const std::function<bool()>& stop_requested = {},
+                         quant::ObserverUpdate update = quant::ObserverUpdate::Immediate);
 
 // Thrown when a stop was requested before training began: there is nothing to save.
 class Interrupted : public Error {

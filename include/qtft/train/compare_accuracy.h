@@ -29,7 +29,7 @@ struct CompareOptions {
 };
 
 struct ComparedModel {
-  std::string name;    // fp32, ptq, qat_frozen, int8, qat_live
+  std::string name;    // fp32, ptq, qat_frozen, int8, qat_live, qat_step
   std::string recipe;  // how it was made, in a few words
   eval::ForecastMetrics val;
   double degradation_pct = 0.0;  // validation loss against FP32's, in percent
@@ -40,7 +40,8 @@ struct ComparedModel {
 // On one data split and seed, every model with the same budget of train.epochs: trains FP32;
 // derives PTQ from it (calibrate, freeze); trains QAT with the two-phase recipe (observers
 // live for the recipe's live epochs, then frozen), exports that model to an int8 file and
-// runs it with integer products (int8), and trains QAT with live observers throughout. From
+// runs it with integer products (int8), and trains QAT with live observers throughout, once
+// updated in every forward (qat_live) and once at every step's end (qat_step). From
 // FP32 (the default), both QAT models take over the FP32 run where its first epochs end
 // (the same run FP32 finishes) and fine-tune for the rest; from scratch they train all
 // epochs with fake quantization. Every model is judged by its best epoch (of the QAT

@@ -24,6 +24,9 @@ struct EpochSummary {
   // checkpointing, when it was measured (--checkpoint-policy auto), else -1.
   int64_t peak_memory_bytes = -1;
   int64_t peak_memory_without_checkpointing_bytes = -1;
+  // Collective operations per training step across ranks (gradient buckets, the step's end,
+  // and with Immediate observers one per observer and forward); 0 alone.
+  double collectives_per_step = 0.0;
 };
 
 // Where the trainer reports what it is doing. The console reporter draws a live bar on a

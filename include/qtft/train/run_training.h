@@ -18,6 +18,7 @@
 #include "qtft/common/device_choice.h"
 #include "qtft/data/bar_source.h"
 #include "qtft/data/regime_coverage.h"
+#include "qtft/dist/collective.h"
 #include "qtft/eval/baselines.h"
 #include "qtft/train/progress.h"
 #include "qtft/train/run_record.h"
@@ -53,8 +54,11 @@ struct TrainingOutcome {
   nlohmann::json metrics;  // the metrics document of a finished run (written to metrics_json)
 };
 
-// The device a run trains on: the choice, except that a data-parallel group (Gloo, CPU
-// tensors) trains on the CPU; asked for CUDA explicitly, that is a UsageError.
+// The backend a data-parallel run on `choice` uses: NCCL for --device cuda, else Gloo (auto
+// included: a group's ranks all train on the CPU then).
+dist::Backend data_parallel_backend(DeviceChoice choice);
+// The device a run trains on: the choice alone; in a data-parallel group the group's
+// (the CPU for Gloo, this rank's GPU for NCCL).
 c10::Device training_device(DeviceChoice choice, const std::shared_ptr<dist::Collective>& group);
 
 // Runs the training `request` describes. The leader (alone, or rank 0) reports to `events`

@@ -6,10 +6,15 @@
 #include <string>
 
 #include "qtft/memory/checkpoint_policy.h"
+#include "qtft/quant/observer_update.h"
 
 namespace qtft::train {
 
 enum class LrSchedule { None, Plateau, Cosine };
+
+// --observer-update: when live QAT observers take a training batch in (quant::ObserverUpdate).
+// Auto: Step across ranks (one collective per step), Immediate in a single process.
+enum class ObserverUpdateChoice { Auto, Immediate, Step };
 
 struct TrainOptions {
   int64_t epochs = 10;
@@ -28,6 +33,7 @@ struct TrainOptions {
   // (0: never). A fraction counts steps: 1.5 freezes after the step that ends the first half
   // of epoch 2.
   double freeze_observers_after_epochs = 0;
+  ObserverUpdateChoice observer_update = ObserverUpdateChoice::Auto;
   // Activation checkpointing (--use-gradient-checkpointing, --checkpoint-policy): what the
   // backward pass recomputes. It changes memory and time, never the numbers. Auto measures
   // one step per policy before training and takes the least recomputation whose peak fits
@@ -40,6 +46,11 @@ struct TrainOptions {
 
 LrSchedule parse_lr_schedule(const std::string& name);  // none | plateau | cosine
 const char* lr_schedule_name(LrSchedule schedule);
+ObserverUpdateChoice parse_observer_update(const std::string& name);  // auto | immediate | step
+const char* observer_update_name(ObserverUpdateChoice choice);
+// What `choice` means for a run on `ranks` ranks.
+quant::ObserverUpdate resolve_observer_update(ObserverUpdateChoice choice, int64_t ranks);
+const char* observer_update_name(quant::ObserverUpdate update);  // immediate | step
 nlohmann::json to_json(const TrainOptions& options);
 // The inverse of to_json, for --resume: a run continues with the options it was saved with.
 // `epochs` is not read back: it may grow to train further; nor is checkpointing, which

@@ -90,7 +90,9 @@ class Trainer {
   model::TemporalFusionTransformer& model() { return model_; }
 
  private:
-  double train_step(const std::vector<size_t>& indices);
+  // One step on this rank's windows, ended with every rank (dist::Ranks::end_step): the mean
+  // loss over the ranks, and whether any rank asked to stop.
+  dist::Ranks::StepOutcome train_step(const std::vector<size_t>& indices, bool stop_requested);
   // --checkpoint-policy auto: measures and sets the policy (once per trainer).
   void choose_checkpoint_policy(ProgressReporter& progress);
   // Freezes observers when due, validates, keeps the best weights, steps the schedule;
@@ -112,6 +114,7 @@ class Trainer {
   int64_t peak_without_checkpointing_ = -1;  // measured by the auto policy
   bool track_memory_ = false;                // the device's memory is counted (set by fit)
   int64_t epoch_peak_memory_ = -1;           // this epoch's highest step peak, -1 untracked
+  int64_t epoch_collectives_ = 0;            // collective operations of this run's steps this epoch
 };
 
 }  // namespace qtft::train

@@ -70,9 +70,11 @@ UpdateOrigin update_origin_from_json(const nlohmann::json& json);
 class TrainingEvents {
  public:
   virtual ~TrainingEvents() = default;
-  // This process is one of `ranks` of a data-parallel run, on `threads` threads, each step
-  // taking `batch_size` windows per rank.
-  virtual void data_parallel_started(int64_t /*ranks*/, int /*threads*/, size_t /*batch_size*/) {}
+  // This process is one of `ranks` of a data-parallel run over `backend` ("Gloo", "NCCL"),
+  // on `threads` threads, each step taking `batch_size` windows per rank; a QAT run's live
+  // observers take their batches in as `observers` says.
+  virtual void data_parallel_started(int64_t /*ranks*/, const char* /*backend*/, int /*threads*/, size_t /*batch_size*/,
+                                     quant::ObserverUpdate /*observers*/) {}
   // No bars were named: the run trains on the embedded synthetic data.
   virtual void embedded_data_used(const data::BarSource&) {}
   virtual void model_loaded(const std::filesystem::path&) {}
@@ -144,12 +146,14 @@ artifact::ModelFile training_model_file(const PreparedTraining& run);
 
 // The QAT preamble on a model: observers that have seen no data are calibrated on
 // `recipe.calibration_batches` training batches; with freeze_observers they are then frozen.
-// Returns the calibration's regime coverage when it calibrated.
+// Returns the calibration's regime coverage when it calibrated. The calibration takes its
+// batches in as `update` says (calibrate_observers), as the training that follows will.
 std::optional<data::RegimeCoverage> prepare_observers(model::TemporalFusionTransformer& model,
                                                       const data::Dataset& dataset, const QatRecipe& recipe,
                                                       size_t batch_size, uint64_t seed, c10::Device device,
                                                       TrainingEvents& events,
-                                                      const std::function<bool()>& stop_requested = {});
+                                                      const std::function<bool()>& stop_requested = {},
+                                                      quant::ObserverUpdate update = quant::ObserverUpdate::Immediate);
 
 // Post-training quantization of a QAT-converted model: calibrate on `batches` training
 // batches, then freeze. PTQ in `qtft quantize` and in the accuracy comparison. Returns

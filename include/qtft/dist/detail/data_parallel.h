@@ -30,6 +30,18 @@ void reduce_extremes(Collective& group, at::Tensor& min_max);
 void average_gradients(Collective& group, const std::vector<at::Tensor>& parameters,
                        int64_t bucket_bytes = int64_t{8} << 20);
 
+// What every rank learns at a step's end, from one all-gather of each rank's observers'
+// step extremes (float [K, 2] rows of [min, max], quant::step_extremes), loss and stop
+// request: the extremes' min and max over the ranks (float [K, 2], on the extremes'
+// device), the mean loss (summed in rank order, so every rank has the same bits), and
+// whether any rank asked to stop.
+struct StepExchange {
+  at::Tensor extremes;
+  double mean_loss = 0.0;
+  bool stop = false;
+};
+StepExchange exchange_step(Collective& group, const at::Tensor& extremes, double loss, bool stop);
+
 // Rank 0's parameters and buffers (observer state included) on every rank.
 void broadcast_weights(Collective& group, torch::nn::Module& module);
 

@@ -85,6 +85,8 @@ TrainOptions train_options_from_json(const nlohmann::json& json, TrainOptions ba
     if (json.contains("lr_schedule")) parse_lr_schedule(json.at("lr_schedule").get<std::string>());
     if (json.contains("observer_update")) parse_observer_update(json.at("observer_update").get<std::string>());
     saved = json.get<TrainOptions>();
+    // Saved before --observer-update existed: its observers updated in every forward.
+    if (!json.contains("observer_update")) saved.observer_update = ObserverUpdateChoice::Immediate;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("model file: malformed training options: ") + e.what());
   }

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qtft/common/error.h"
 #include "qtft/train/train_options.h"
 
 namespace qtft::train {
@@ -25,6 +26,7 @@ TrainOptions unusual() {
   o.eval_batch_size = 77;
   o.max_batches_per_epoch = 5;
   o.freeze_observers_after_epochs = 2;
+  o.observer_update = ObserverUpdateChoice::Step;
   o.checkpoint_policy = memory::CheckpointPolicy::Auto;
   o.memory_budget_bytes = 1 << 20;
   return o;
@@ -35,10 +37,11 @@ TEST(TrainOptionsJson, EveryFieldIsWritten) {
   for (const char* key :
        {"epochs", "batch_size", "learning_rate", "weight_decay", "clip_norm", "lr_schedule", "plateau_factor",
         "plateau_patience", "patience", "seed", "eval_batch_size", "max_batches_per_epoch",
-        "freeze_observers_after_epochs", "checkpoint_policy", "memory_budget_bytes"}) {
+        "freeze_observers_after_epochs", "observer_update", "checkpoint_policy", "memory_budget_bytes"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
-  EXPECT_EQ(j.size(), 15u);  // a new field shows up here
+  EXPECT_EQ(j.size(), 16u);  // a new field shows up here
+  EXPECT_EQ(j.at("observer_update"), "step");
   EXPECT_EQ(j.at("lr_schedule"), "cosine");
   EXPECT_EQ(j.at("checkpoint_policy"), "auto");
 }
@@ -60,9 +63,34 @@ TEST(TrainOptionsJson, ResumeReadsTheRunsOptionsButKeepsItsOwnEpochsAndCheckpoin
   EXPECT_EQ(read.eval_batch_size, saved.eval_batch_size);
   EXPECT_EQ(read.max_batches_per_epoch, saved.max_batches_per_epoch);
   EXPECT_EQ(read.freeze_observers_after_epochs, saved.freeze_observers_after_epochs);
+  EXPECT_EQ(read.observer_update, ObserverUpdateChoice::Step);
   EXPECT_EQ(read.epochs, 12);
   EXPECT_EQ(read.checkpoint_policy, memory::CheckpointPolicy::None);
   EXPECT_EQ(read.memory_budget_bytes, 0);
+}
+
+TEST(TrainOptionsJson, ARunSavedBeforeObserverUpdateExistedContinuesUpdatingInEveryForward) {
+  auto j = to_json(TrainOptions{});
+  EXPECT_EQ(j.at("observer_update"), "auto");
+  EXPECT_EQ(train_options_from_json(j).observer_update, ObserverUpdateChoice::Auto);
+  j.erase("observer_update");
+  EXPECT_EQ(train_options_from_json(j).observer_update, ObserverUpdateChoice::Immediate);
+  j["observer_update"] = "sometimes";
+  EXPECT_THROW(train_options_from_json(j), UsageError);
+}
+
+TEST(ObserverUpdate, AutoIsStepAcrossRanksAndImmediateAlone) {
+  EXPECT_EQ(resolve_observer_update(ObserverUpdateChoice::Auto, 1), quant::ObserverUpdate::Immediate);
+  EXPECT_EQ(resolve_observer_update(ObserverUpdateChoice::Auto, 2), quant::ObserverUpdate::Step);
+  EXPECT_EQ(resolve_observer_update(ObserverUpdateChoice::Immediate, 4), quant::ObserverUpdate::Immediate);
+  EXPECT_EQ(resolve_observer_update(ObserverUpdateChoice::Step, 1), quant::ObserverUpdate::Step);
+  EXPECT_EQ(parse_observer_update("step"), ObserverUpdateChoice::Step);
+  try {
+    parse_observer_update("later");
+    FAIL() << "expected an error";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("--observer-update must be auto, immediate or step, got 'later'"));
+  }
 }
 
 TEST(TrainOptionsJson, MalformedOptionsAreAClearError) {

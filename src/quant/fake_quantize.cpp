@@ -1,12 +1,16 @@
 #include "qtft/quant/detail/fake_quantize.h"
 
-#include <ATen/ops/clamp.h>
-#include <ATen/ops/eq.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/fake_quantize_per_tensor_affine.h>
 #include <ATen/ops/mul.h>
-#include <ATen/ops/reciprocal.h>
+#include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
 
 namespace qtft::quant {
 namespace {
@@ -14,31 +18,83 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// ATen's kernel computes, per element, q = zero_point + nearbyint(x * (1 / scale)), the mask
-// qmin <= q <= qmax, and (clamp(q, qmin, qmax) - zero_point) * scale. The same steps here,
-// in float: q and zero_point are integers far below 2^24, so every sum is exact, and
-// round() rounds half to even as nearbyint does. clamp(q) == q is the mask without two
-// more comparisons (x is finite: NaN would fail both).
-//
-// q before clamping: zero_point + nearbyint(x * (1 / scale)).
-at::Tensor unclamped_codes(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& zero_point) {
-  at::Tensor q = at::mul(x, at::reciprocal(scale));
-  return q.round_().add_(zero_point);
+// v rounded to the nearest integer, ties to even, as nearbyint does in the default rounding
+// mode, in a form the compiler vectorizes (nearbyint is a library call without SSE4.1):
+// adding 2^23 with v's sign leaves no fraction bits, so the addition itself rounds, and
+// subtracting it back is exact. Floats of magnitude 2^23 and above (and inf, NaN) are
+// integers already and pass as they are. A result of -0.0 may come out as +0.0; the caller
+// adds the zero point next, which turns nearbyint's -0.0 into +0.0 as well. Both sides are
+// computed before the choice, as selects without branches (the compiler does not
+// speculate floating-point work it would have to keep from trapping).
+inline float round_ties_even(float v) {
+  constexpr float kTwo23 = 8388608.0f;
+  const float shift = std::copysign(kTwo23, v);
+  const float rounded = (v + shift) - shift;
+  return std::fabs(v) < kTwo23 ? rounded : v;
 }
 
-// (codes - zero_point) * scale, in place.
-at::Tensor dequantize_(at::Tensor& codes, const at::Tensor& scale, const at::Tensor& zero_point) {
-  return codes.sub_(zero_point).mul_(scale);
+// ATen's kernel computes, per element, q = zero_point + nearbyint(x * (1 / scale)), the mask
+// qmin <= q <= qmax, and (clamp(q, qmin, qmax) - zero_point) * scale. The same steps here,
+// in float and in one pass over x[begin, end): q and zero_point are integers far below
+// 2^24, so every sum is exact; clamp(q) == q is the mask without two more comparisons (NaN
+// fails it, as it fails ATen's). `mask` may be null (no gradient wanted). Built for AVX2
+// as well as the baseline; the loader picks the one the CPU runs. The file is compiled
+// without trapping math (src/CMakeLists.txt), which changes no result (it only lets the
+// compiler assume no floating-point exception traps) and turns the comparisons into vector
+// selects.
+__attribute__((target_clones("avx2", "default"))) void fake_quantize_range(const float* x, float* out, bool* mask,
+                                                                           int64_t begin, int64_t end, float inverse,
+                                                                           float scale, float zero_point, float qmin,
+                                                                           float qmax) {
+  if (mask) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float q = round_ties_even(x[i] * inverse) + zero_point;
+      const float low = q < qmin ? qmin : q;
+      const float clamped = low > qmax ? qmax : low;
+      mask[i] = clamped == q;
+      out[i] = (clamped - zero_point) * scale;
+    }
+  } else {
+    for (int64_t i = begin; i < end; ++i) {
+      const float q = round_ties_even(x[i] * inverse) + zero_point;
+      const float low = q < qmin ? qmin : q;
+      out[i] = ((low > qmax ? qmax : low) - zero_point) * scale;
+    }
+  }
+}
+
+void fake_quantize_pass(const float* x, float* out, bool* mask, int64_t n, float scale, float zero_point, float qmin,
+                        float qmax) {
+  const float inverse = 1.0f / scale;  // as at::reciprocal computes it
+  // Elements per task at least, as ATen's elementwise kernels split their work.
+  constexpr int64_t kGrain = 32768;
+  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    fake_quantize_range(x, out, mask, begin, end, inverse, scale, zero_point, qmin, qmax);
+  });
+}
+
+// x fake-quantized, and the mask of the values that were not clamped when `with_mask`.
+std::pair<at::Tensor, at::Tensor> fake_quantize_cpu(const at::Tensor& input, const at::Tensor& scale,
+                                                    const at::Tensor& zero_point, int64_t qmin, int64_t qmax,
+                                                    bool with_mask) {
+  // Not an ATen op: named here so that profiles show its time instead of the caller's.
+  RECORD_FUNCTION("qtft::fake_quantize", std::vector<c10::IValue>());
+  const at::Tensor x = input.contiguous();
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::Tensor mask = with_mask ? at::empty(x.sizes(), x.options().dtype(at::kBool)) : at::Tensor();
+  fake_quantize_pass(x.data_ptr<float>(), out.data_ptr<float>(), with_mask ? mask.data_ptr<bool>() : nullptr, x.numel(),
+                     scale.item<float>(), static_cast<float>(zero_point.item<int32_t>()), static_cast<float>(qmin),
+                     static_cast<float>(qmax));
+  return {out, mask};
 }
 
 class FakeQuantizePerTensor : public torch::autograd::Function<FakeQuantizePerTensor> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& scale,
                             const at::Tensor& zero_point, int64_t qmin, int64_t qmax) {
-    const at::Tensor q = unclamped_codes(x, scale, zero_point);
-    at::Tensor out = at::clamp(q, static_cast<double>(qmin), static_cast<double>(qmax));
-    ctx->save_for_backward({at::eq(out, q)});
-    return dequantize_(out, scale, zero_point);
+    auto [out, mask] = fake_quantize_cpu(x, scale, zero_point, qmin, qmax, /*with_mask=*/true);
+    ctx->save_for_backward({mask});
+    return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -52,15 +108,12 @@ class FakeQuantizePerTensor : public torch::autograd::Function<FakeQuantizePerTe
 
 at::Tensor fake_quantize_per_tensor(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& zero_point,
                                     int64_t qmin, int64_t qmax) {
-  if (!x.is_cpu() || x.scalar_type() != at::kFloat) {
+  if (!x.is_cpu() || x.scalar_type() != at::kFloat || !scale.is_cpu() || !zero_point.is_cpu()) {
     return at::fake_quantize_per_tensor_affine(x, scale, zero_point, qmin, qmax);
   }
-  if (!c10::GradMode::is_enabled()) {
-    // The same arithmetic without the mask, which only the backward pass reads, and without
-    // the autograd function around it: inference at batch 1 is mostly per-op overhead.
-    at::Tensor q = unclamped_codes(x, scale, zero_point).clamp_(static_cast<double>(qmin), static_cast<double>(qmax));
-    return dequantize_(q, scale, zero_point);
-  }
+  // Without gradient (inference at batch 1 is mostly per-op overhead): no mask, and no
+  // autograd function around the pass.
+  if (!c10::GradMode::is_enabled()) return fake_quantize_cpu(x, scale, zero_point, qmin, qmax, false).first;
   return FakeQuantizePerTensor::apply(x, scale, zero_point, qmin, qmax);
 }
 

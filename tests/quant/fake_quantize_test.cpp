@@ -9,7 +9,11 @@
 #include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
 
+#include <c10/core/GradMode.h>
+
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "memory/bitwise.h"
@@ -62,6 +66,41 @@ TEST(FakeQuantizePerTensorTest, BitwiseWhatAtenGivesForOutputAndGradient) {
     EXPECT_TRUE(bitwise_equal(our_out, aten_out)) << "scale " << c.scale << " zero point " << c.zero_point;
     EXPECT_TRUE(bitwise_equal(our_grad, aten_grad)) << "scale " << c.scale << " zero point " << c.zero_point;
   }
+}
+
+TEST(FakeQuantizePerTensorTest, WithoutGradientAndOnAStridedInputTheSameBits) {
+  // The inference path writes no mask; a transposed input is read in its own order. Values
+  // of magnitude 2^22 and more in units of scale take the path that skips rounding.
+  const Case c{0.02f, 3, 0, 255};
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  const at::Tensor big = at::full({3}, 0.0f, f32);
+  big[0] = 4194304.5f * c.scale;
+  big[1] = -8388609.0f * c.scale;
+  big[2] = 1e30f;
+  const at::Tensor values = at::cat({probe_values(c), big});
+  const at::Tensor scale = at::full({1}, c.scale, f32);
+  const at::Tensor zero_point = at::full({1}, c.zero_point, at::TensorOptions().dtype(at::kInt));
+  c10::NoGradGuard no_grad;
+  EXPECT_TRUE(bitwise_equal(fake_quantize_per_tensor(values, scale, zero_point, c.qmin, c.qmax),
+                            at::fake_quantize_per_tensor_affine(values, scale, zero_point, c.qmin, c.qmax)));
+  const at::Tensor strided = values.narrow(0, 0, 6000).view({100, 60}).t();
+  ASSERT_FALSE(strided.is_contiguous());
+  EXPECT_TRUE(bitwise_equal(fake_quantize_per_tensor(strided, scale, zero_point, c.qmin, c.qmax),
+                            at::fake_quantize_per_tensor_affine(strided, scale, zero_point, c.qmin, c.qmax)));
+}
+
+TEST(FakeQuantizePerTensorTest, InfinitiesLandOnTheEndsAndNaNStays) {
+  // Where ATen's kernel casts to int64 (undefined for these), the range's ends and NaN.
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  const at::Tensor x = at::full({3}, 0.0f, f32);
+  x[0] = std::numeric_limits<float>::infinity();
+  x[1] = -std::numeric_limits<float>::infinity();
+  x[2] = std::numeric_limits<float>::quiet_NaN();
+  const at::Tensor out = fake_quantize_per_tensor(x, at::full({1}, 0.5f, f32),
+                                                  at::full({1}, 2, at::TensorOptions().dtype(at::kInt)), 0, 10);
+  EXPECT_EQ(out[0].item<float>(), 4.0f);   // (10 - 2) * 0.5
+  EXPECT_EQ(out[1].item<float>(), -1.0f);  // (0 - 2) * 0.5
+  EXPECT_TRUE(std::isnan(out[2].item<float>()));
 }
 
 TEST(FakeQuantizePerTensorTest, ClampedValuesGetNoGradientAndLandOnTheEnds) {

@@ -13,10 +13,13 @@ namespace qtft::quant {
 //
 // Why not that kernel itself: on the CPU it runs scalar code, about 7 ns per element on two
 // threads, and was the largest single cost of a QAT training step (18% of it, 25% with
-// checkpointing, docs/PERFORMANCE.md). Here the same arithmetic runs as ATen's vectorized
-// elementwise ops, several times faster. Off the CPU it is LibTorch's fused kernel.
+// checkpointing, docs/PERFORMANCE.md). Here the same arithmetic runs in one pass over x that
+// the compiler vectorizes, writing the output and the gradient's mask together (it was seven
+// of ATen's elementwise ops, each a pass of its own). Off the CPU it is LibTorch's fused
+// kernel.
 //
-// scale: float [1], zero_point: int32 [1], on x's device (read there: no synchronization).
+// scale: float [1], zero_point: int32 [1], on x's device (read there: no synchronization
+// off the CPU).
 at::Tensor fake_quantize_per_tensor(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& zero_point,
                                     int64_t qmin, int64_t qmax);
 

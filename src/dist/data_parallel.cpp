@@ -90,12 +90,6 @@ void broadcast_weights(Collective& group, torch::nn::Module& module) {
   }
 }
 
-double mean_over_ranks(Collective& group, double value) {
-  std::vector<at::Tensor> t{at::scalar_tensor(value, at::kDouble).reshape({1})};
-  group.all_reduce(t, ReduceOp::sum);
-  return t[0].item<double>() / static_cast<double>(group.world_size());
-}
-
 bool all_ranks_agree(Collective& group, bool ok) {
   std::vector<at::Tensor> flag{at::scalar_tensor(ok ? 1 : 0, at::kInt).reshape({1})};
   group.all_reduce(flag, ReduceOp::min);

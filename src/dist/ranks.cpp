@@ -41,8 +41,6 @@ std::function<void()> Ranks::gradient_averaging(torch::nn::Module& module) const
   return [group = group_, &module] { average_gradients(*group, module.parameters()); };
 }
 
-double Ranks::mean(double value) const { return group_ ? mean_over_ranks(*group_, value) : value; }
-
 int64_t Ranks::collectives() const { return group_ ? group_->operations() : 0; }
 
 Ranks::StepOutcome Ranks::end_step(torch::nn::Module& module, double loss, bool stop_requested) const {

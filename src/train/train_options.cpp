@@ -43,8 +43,6 @@ ObserverUpdateChoice parse_observer_update(const std::string& name) {
   return parse_enum(kObserverUpdates, name, "--observer-update");
 }
 
-const char* observer_update_name(ObserverUpdateChoice choice) { return enum_name(kObserverUpdates, choice); }
-
 quant::ObserverUpdate resolve_observer_update(ObserverUpdateChoice choice, int64_t ranks) {
   switch (choice) {
     case ObserverUpdateChoice::Immediate: return quant::ObserverUpdate::Immediate;
@@ -52,10 +50,6 @@ quant::ObserverUpdate resolve_observer_update(ObserverUpdateChoice choice, int64
     case ObserverUpdateChoice::Auto: break;
   }
   return ranks > 1 ? quant::ObserverUpdate::Step : quant::ObserverUpdate::Immediate;
-}
-
-const char* observer_update_name(quant::ObserverUpdate update) {
-  return update == quant::ObserverUpdate::Step ? "step" : "immediate";
 }
 
 LrSchedule parse_lr_schedule(const std::string& name) { return parse_enum(kLrSchedules, name, "--lr-schedule"); }

@@ -20,7 +20,11 @@ TEST(Ranks, AWorldOfOneTakesEveryBatchWholeAndNeedsNoCollective) {
   EXPECT_EQ(alone.steps_per_epoch(0, 4), 0u);
   torch::nn::Linear layer(1, 1);
   EXPECT_FALSE(alone.gradient_averaging(*layer));
-  EXPECT_EQ(alone.mean(1.25), 1.25);
+  // A step's end alone: the loss and stop request as they were, and no collective.
+  const auto outcome = alone.end_step(*layer, 1.25, true);
+  EXPECT_EQ(outcome.mean_loss, 1.25);
+  EXPECT_TRUE(outcome.stop);
+  EXPECT_EQ(alone.collectives(), 0);
   int polls = 0;
   const auto stop = alone.stop_on_any_rank([&] { return ++polls == 2; });
   EXPECT_FALSE(stop());

@@ -43,7 +43,6 @@ class Ranks {
   // What averages the module's gradients over the ranks after the backward pass; empty
   // alone, so that a single process's step builds nothing for it.
   std::function<void()> gradient_averaging(torch::nn::Module& module) const;
-  double mean(double value) const;  // over the ranks
   // How many collective operations this process has run (0 alone).
   int64_t collectives() const;
 

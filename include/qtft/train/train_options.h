@@ -47,10 +47,8 @@ struct TrainOptions {
 LrSchedule parse_lr_schedule(const std::string& name);  // none | plateau | cosine
 const char* lr_schedule_name(LrSchedule schedule);
 ObserverUpdateChoice parse_observer_update(const std::string& name);  // auto | immediate | step
-const char* observer_update_name(ObserverUpdateChoice choice);
 // What `choice` means for a run on `ranks` ranks.
 quant::ObserverUpdate resolve_observer_update(ObserverUpdateChoice choice, int64_t ranks);
-const char* observer_update_name(quant::ObserverUpdate update);  // immediate | step
 nlohmann::json to_json(const TrainOptions& options);
 // The inverse of to_json, for --resume: a run continues with the options it was saved with.
 // `epochs` is not read back: it may grow to train further; nor is checkpointing, which

@@ -45,9 +45,6 @@ StepExchange exchange_step(Collective& group, const at::Tensor& extremes, double
 // Rank 0's parameters and buffers (observer state included) on every rank.
 void broadcast_weights(Collective& group, torch::nn::Module& module);
 
-// The mean of one value over all ranks.
-double mean_over_ranks(Collective& group, double value);
-
 // True on every rank when `ok` is true on every rank (one all-reduce): a step that one rank
 // does for all (rank 0 building the feature store) tells the others whether it succeeded.
 bool all_ranks_agree(Collective& group, bool ok);

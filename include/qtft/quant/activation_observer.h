@@ -82,7 +82,6 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
 
   // Immediate by default. Switching to Immediate drops a step's unfinished record.
   void set_update(ObserverUpdate update);
-  ObserverUpdate update() const { return update_; }
   // Step mode: the min and max (float [2]) of everything the observer took in since the
   // step began; undefined when it took in nothing.
   const at::Tensor& step_extremes() const { return step_extremes_; }

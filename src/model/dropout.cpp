@@ -3,7 +3,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
-#include <ATen/core/PhiloxRNGEngine.h>
 #include <ATen/ops/dropout.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mul.h>
@@ -12,10 +11,13 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <mutex>
 #include <vector>
+
+#include "qtft/model/detail/philox_words.h"
 
 namespace qtft::model {
 namespace {
@@ -30,24 +32,29 @@ uint64_t draw_key() {
   return at::check_generator<at::CPUGeneratorImpl>(generator)->random64();
 }
 
-// {0, 1/(1-p)} per element: the factor the input is multiplied by. The 10-round Philox is
-// the costly part, so each of its 32-bit numbers serves two elements, 16 bits each (one
-// Philox evaluation, 128 bits, serves eight): the keep probability is rounded to a multiple
-// of 1/65536 (0.9 keeps with probability 0.899994).
+// {0, 1/(1-p)} per element: the factor the input is multiplied by. Philox is the costly
+// part, so each of its 32-bit numbers serves two elements, 16 bits each (one Philox
+// evaluation, 128 bits, serves eight): the keep probability is rounded to a multiple of
+// 1/65536 (0.9 keeps with probability 0.899994). Block b's numbers are those of the engine
+// keyed by `key` on subsequence b (detail::philox_words, evaluated eight counters at a time).
 template <typename scalar_t>
 void fill_scaled_mask(scalar_t* mask, int64_t n, double keep, uint64_t key) {
   const auto threshold = static_cast<uint32_t>(std::lround(keep * 65536.0));
   const scalar_t scale = static_cast<scalar_t>(1) / static_cast<scalar_t>(keep);
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
+    std::array<uint32_t, kBlock / 2> words;
     for (int64_t b = first; b < last; ++b) {
-      at::Philox4_32 engine(key, static_cast<uint64_t>(b), 0);
-      const int64_t end = std::min(n, (b + 1) * kBlock);
-      for (int64_t i = b * kBlock; i < end; i += 2) {
-        const uint32_t bits = engine();
-        mask[i] = (bits & 0xffffu) < threshold ? scale : scalar_t(0);
-        if (i + 1 < end) mask[i + 1] = (bits >> 16) < threshold ? scale : scalar_t(0);
+      const int64_t begin = b * kBlock;
+      const int64_t count = std::min(n - begin, kBlock);
+      const int64_t pairs = (count + 1) / 2;
+      detail::philox_words(key, static_cast<uint64_t>(b), (pairs + 3) / 4, words.data());
+      scalar_t* out = mask + begin;
+      for (int64_t k = 0; k < count / 2; ++k) {
+        out[2 * k] = (words[k] & 0xffffu) < threshold ? scale : scalar_t(0);
+        out[2 * k + 1] = (words[k] >> 16) < threshold ? scale : scalar_t(0);
       }
+      if (count % 2 != 0) out[count - 1] = (words[count / 2] & 0xffffu) < threshold ? scale : scalar_t(0);
     }
   });
 }

@@ -161,6 +161,16 @@ __attribute__((target_clones("avx2", "default"))) void backward_rows(const Backw
   }
 }
 
+// sum[c] = partial[0][c] + partial[1][c] + ... in that order, for c in [0, d).
+template <typename T>
+void sum_chunks(const T* partial, int64_t chunks, int64_t d, T* sum) {
+  std::copy(partial, partial + d, sum);
+  for (int64_t chunk = 1; chunk < chunks; ++chunk) {
+    const T* row = partial + chunk * d;
+    for (int64_t c = 0; c < d; ++c) sum[c] += row[c];
+  }
+}
+
 struct Forward {
   at::Tensor out, sigmoid, normalized, inverse_std;
 };
@@ -230,12 +240,12 @@ class GatedAddNorm : public torch::autograd::Function<GatedAddNorm> {
       });
     });
     // The chunks' partial sums added in chunk order: the same on any number of threads.
-    at::Tensor grad_weight = grad_weight_partial[0].clone();
-    at::Tensor grad_bias = grad_bias_partial[0].clone();
-    for (int64_t chunk = 1; chunk < chunks; ++chunk) {
-      grad_weight.add_(grad_weight_partial[chunk]);
-      grad_bias.add_(grad_bias_partial[chunk]);
-    }
+    at::Tensor grad_weight = at::empty({d}, linear.options());
+    at::Tensor grad_bias = at::empty({d}, linear.options());
+    AT_DISPATCH_FLOATING_TYPES(linear.scalar_type(), "qtft::gated_add_norm_backward", [&] {
+      sum_chunks(grad_weight_partial.data_ptr<scalar_t>(), chunks, d, grad_weight.data_ptr<scalar_t>());
+      sum_chunks(grad_bias_partial.data_ptr<scalar_t>(), chunks, d, grad_bias.data_ptr<scalar_t>());
+    });
     return {grad_linear, grad_gate, grad_skip, grad_weight, grad_bias, at::Tensor()};
   }
 };

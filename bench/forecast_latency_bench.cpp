@@ -1,7 +1,8 @@
 // Serving latency of qtft::infer::Forecaster: one series per call (batch 1; median and
 // 99th percentile) and 64 series per call (throughput), for the TFT paper's configuration
 // and a small one, each as an FP32 model, a QAT model and int8 exports with float and with
-// integer products, measured in the same run, with the ratio to FP32. The models have random weights (latency does not
+// integer products, measured in the same run, in rounds (one call of each model per round),
+// with the ratio to FP32. The models have random weights (latency does not
 // depend on them) and are saved and loaded like trained ones. Prints a table and JSON.
 //   build/bench/forecast_latency_bench [--calls 200] [--threads 1] [--json out.json]
 #include <ATen/Parallel.h>
@@ -78,49 +79,81 @@ std::filesystem::path save_model(const qtft::bench::TftConfig& c, const Variant&
   return int8_path;
 }
 
-nlohmann::json measure(const qtft::bench::TftConfig& c, const Variant& variant, int calls,
-                       const std::filesystem::path& dir) {
+// One model of a configuration, loaded and fed, and its timings.
+struct Loaded {
+  const Variant* variant;
+  std::filesystem::path path;
+  qtft::infer::Forecaster forecaster;
+  std::vector<double> single_ms;
+  double batch_ms_total = 0.0;
+};
+
+// Times every model of configuration `c` in rounds, one call of each model per round, so
+// that the machine's slower and faster spells fall on all of them alike: their ratios to
+// FP32 are what the targets are about, and on a shared machine the spells last seconds.
+std::vector<nlohmann::json> measure(const qtft::bench::TftConfig& c, const std::vector<const Variant*>& variants,
+                                    int calls, const std::filesystem::path& dir) {
   const auto bars = qtft::data::generate_synthetic_bars(qtft::data::SyntheticOptions{});
   const auto dataset = qtft::bench::dataset_for(c);
-  const auto path = save_model(c, variant, dataset, dir);
-  auto forecaster = qtft::infer::Forecaster::load(
-      path, {qtft::DeviceChoice::Cpu, qtft::artifact::parse_int8_kernels(variant.int8_kernels, "int8_kernels")});
-  const auto need = static_cast<size_t>(forecaster.min_bars());
-  const auto one = tail(bars.series[0], need + 100);
-
-  for (int i = 0; i < 5; ++i) forecaster.forecast(one);  // warm-up: first-call allocations
-  std::vector<double> single;
-  for (int i = 0; i < calls; ++i) {
-    auto start = Clock::now();
-    forecaster.forecast(one);
-    single.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  std::vector<Loaded> models;
+  for (const Variant* variant : variants) {
+    const auto path = save_model(c, *variant, dataset, dir);
+    models.push_back(
+        {variant,
+         path,
+         qtft::infer::Forecaster::load(path, {qtft::DeviceChoice::Cpu, qtft::artifact::parse_int8_kernels(
+                                                                           variant->int8_kernels, "int8_kernels")}),
+         {},
+         0.0});
   }
-
+  const auto need = static_cast<size_t>(models.front().forecaster.min_bars());
+  const auto one = tail(bars.series[0], need + 100);
   constexpr size_t kSeries = 64;
   std::vector<qtft::data::BarSeries> many;
   for (size_t i = 0; i < kSeries; ++i) {
     many.push_back(tail(bars.series[i % bars.series.size()], need + i));  // different lengths, like real feeds
   }
-  forecaster.forecast(many);
+
+  for (Loaded& m : models) {
+    for (int i = 0; i < 5; ++i) m.forecaster.forecast(one);  // warm-up: first-call allocations
+    m.forecaster.forecast(many);
+  }
+  for (int i = 0; i < calls; ++i) {
+    for (Loaded& m : models) {
+      const auto start = Clock::now();
+      m.forecaster.forecast(one);
+      m.single_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    }
+  }
   const int batch_calls = std::max(3, calls / 20);
-  auto start = Clock::now();
-  for (int i = 0; i < batch_calls; ++i) forecaster.forecast(many);
-  const double batch_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count() / batch_calls;
-  return {{"config", c.name},
-          {"model", variant.name},
-          {"activation_bits", variant.activation_bits},
-          {"int8_kernels", forecaster.int8_kernels()},
-          {"encoder_length", c.encoder},
-          {"horizon", c.horizon},
-          {"hidden_size", c.hidden},
-          {"attention_heads", c.heads},
-          {"file_bytes", std::filesystem::file_size(path)},
-          {"calls", calls},
-          {"single_median_ms", percentile(single, 0.5)},
-          {"single_p99_ms", percentile(single, 0.99)},
-          {"batch_series", kSeries},
-          {"batch_ms", batch_ms},
-          {"batch_series_per_second", 1000.0 * static_cast<double>(kSeries) / batch_ms}};
+  for (int i = 0; i < batch_calls; ++i) {
+    for (Loaded& m : models) {
+      const auto start = Clock::now();
+      m.forecaster.forecast(many);
+      m.batch_ms_total += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
+  }
+
+  std::vector<nlohmann::json> rows;
+  for (const Loaded& m : models) {
+    const double batch_ms = m.batch_ms_total / batch_calls;
+    rows.push_back({{"config", c.name},
+                    {"model", m.variant->name},
+                    {"activation_bits", m.variant->activation_bits},
+                    {"int8_kernels", m.forecaster.int8_kernels()},
+                    {"encoder_length", c.encoder},
+                    {"horizon", c.horizon},
+                    {"hidden_size", c.hidden},
+                    {"attention_heads", c.heads},
+                    {"file_bytes", std::filesystem::file_size(m.path)},
+                    {"calls", calls},
+                    {"single_median_ms", percentile(m.single_ms, 0.5)},
+                    {"single_p99_ms", percentile(m.single_ms, 0.99)},
+                    {"batch_series", kSeries},
+                    {"batch_ms", batch_ms},
+                    {"batch_series_per_second", 1000.0 * static_cast<double>(kSeries) / batch_ms}});
+  }
+  return rows;
 }
 
 std::string forecaster_kernels_note(const nlohmann::json& row) { return row["int8_kernels"].get<std::string>(); }
@@ -156,20 +189,23 @@ int main(int argc, char** argv) {
   };
   for (const auto& c : {qtft::bench::kSmallConfig, qtft::bench::kPaperConfig}) {
     if (!wanted(only_configs, c.name)) continue;
-    double fp32_single = 0.0, fp32_batch = 0.0;
+    // FP32 is always measured, first: the ratios need it.
+    std::vector<const Variant*> variants;
     for (const Variant& v : kVariants) {
-      // FP32 is always measured: the ratios need it.
-      if (v.qat && !wanted(only_models, v.name)) continue;
-      auto r = measure(c, v, calls, dir);
+      if (!v.qat || wanted(only_models, v.name)) variants.push_back(&v);
+    }
+    auto rows = measure(c, variants, calls, dir);
+    const double fp32_single = rows.front()["single_median_ms"].get<double>();
+    const double fp32_batch = rows.front()["batch_ms"].get<double>();
+    for (auto& r : rows) {
       const double single = r["single_median_ms"].get<double>(), batch = r["batch_ms"].get<double>();
-      if (!v.qat) fp32_single = single, fp32_batch = batch;
       r["single_median_vs_fp32"] = single / fp32_single;
       r["batch_vs_fp32"] = batch / fp32_batch;
-      std::printf("%-6s %-17s %7lld %7lld %6lld %10.0f %10.2f %8.2f %8.2f %11.1f %8.2f %13.0f\n", c.name, v.name,
-                  static_cast<long long>(c.encoder), static_cast<long long>(c.horizon),
-                  static_cast<long long>(c.hidden), r["file_bytes"].get<double>() / 1024.0, single,
-                  r["single_p99_ms"].get<double>(), single / fp32_single, batch, batch / fp32_batch,
-                  r["batch_series_per_second"].get<double>());
+      std::printf("%-6s %-17s %7lld %7lld %6lld %10.0f %10.2f %8.2f %8.2f %11.1f %8.2f %13.0f\n", c.name,
+                  r["model"].get<std::string>().c_str(), static_cast<long long>(c.encoder),
+                  static_cast<long long>(c.horizon), static_cast<long long>(c.hidden),
+                  r["file_bytes"].get<double>() / 1024.0, single, r["single_p99_ms"].get<double>(),
+                  single / fp32_single, batch, batch / fp32_batch, r["batch_series_per_second"].get<double>());
       if (!forecaster_kernels_note(r).empty()) std::printf("         %s\n", forecaster_kernels_note(r).c_str());
       results.push_back(r);
     }

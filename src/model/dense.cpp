@@ -1,5 +1,6 @@
 #include "qtft/model/dense.h"
 
+#include <ATen/ops/addmm.h>
 #include <ATen/ops/linear.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
@@ -37,7 +38,14 @@ at::Tensor DenseImpl::forward_concatenated(const std::vector<at::Tensor>& parts)
   for (const at::Tensor& part : parts) {
     const at::Tensor columns = weight.narrow(1, offset, part.size(-1));
     offset += part.size(-1);
-    out = out.defined() ? out + at::linear(part, columns) : at::linear(part, columns, linear->bias);
+    if (!out.defined()) {
+      out = at::linear(part, columns, linear->bias);
+      continue;
+    }
+    // Each further part's product accumulates in the matrix product itself (addmm with
+    // beta 1) instead of in an addition of its own, a pass over the output per part.
+    const std::vector<int64_t> sizes = out.sizes().vec();
+    out = at::addmm(out.reshape({-1, sizes.back()}), part.reshape({-1, part.size(-1)}), columns.t()).view(sizes);
   }
   return qat_enabled() ? output_quant(out) : out;
 }

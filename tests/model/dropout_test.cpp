@@ -1,15 +1,22 @@
 #include "qtft/model/dropout.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
+#include <ATen/core/PhiloxRNGEngine.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mul.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
 #include <torch/utils.h>
 
 #include <cmath>
+#include <cstdint>
+#include <mutex>
 
 #include "memory/bitwise.h"
+#include "qtft/memory/detail/recompute_context.h"
 #include "qtft/memory/rng_state.h"
 
 namespace qtft::model {
@@ -59,6 +66,75 @@ TEST(DropoutTest, GradientIsTheSameScaledMask) {
   // out = x * m, so d(sum out)/dx = m = out / x wherever x is not 0.
   EXPECT_TRUE(bitwise_equal(x.grad() * x.detach(), out.detach()));
   EXPECT_EQ(((x.grad() != 0) != (out != 0)).sum().item<int64_t>(), 0);
+}
+
+// The float mask the unfused dropout multiplied by: element e of block e / 4096 takes 16
+// bits of word (e % 4096) / 2 of at::Philox4_32 keyed by the call's draw on that block's
+// subsequence, the low half for even e.
+at::Tensor philox_mask(int64_t n, double keep, uint64_t key, at::ScalarType type) {
+  const auto threshold = static_cast<uint32_t>(std::lround(keep * 65536.0));
+  at::Tensor mask = at::empty({n}, at::kDouble);
+  double* m = mask.data_ptr<double>();
+  const double scale = type == at::kFloat ? static_cast<double>(1.0f / static_cast<float>(keep)) : 1.0 / keep;
+  for (int64_t begin = 0; begin < n; begin += 4096) {
+    at::Philox4_32 engine(key, static_cast<uint64_t>(begin / 4096), 0);
+    for (int64_t e = begin; e < std::min(n, begin + 4096); e += 2) {
+      const uint32_t word = engine();
+      m[e] = (word & 0xffffu) < threshold ? scale : 0.0;
+      if (e + 1 < n) m[e + 1] = (word >> 16) < threshold ? scale : 0.0;
+    }
+  }
+  return mask.to(type);
+}
+
+uint64_t next_key_of_default_generator() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return at::check_generator<at::CPUGeneratorImpl>(generator)->random64();
+}
+
+class DropoutKernelTest : public ::testing::TestWithParam<at::ScalarType> {};
+
+TEST_P(DropoutKernelTest, IsAtMulWithThePhiloxMaskForwardAndBackward) {
+  torch::manual_seed(11);
+  const at::Tensor x = at::randn({257, 333}, GetParam());  // odd, and not a multiple of a block
+  const at::Tensor grad = at::randn({257, 333}, GetParam());
+  const memory::RngState start = memory::RngState::capture({});
+  const at::Tensor mask = philox_mask(x.numel(), 0.75, next_key_of_default_generator(), GetParam()).view(x.sizes());
+  start.restore();
+  const at::Tensor leaf = x.clone().requires_grad_(true);
+  const at::Tensor out = apply_dropout(leaf, 0.25, true);
+  out.backward(grad);
+  EXPECT_TRUE(bitwise_equal(out.detach(), at::mul(x, mask)));
+  EXPECT_TRUE(bitwise_equal(leaf.grad(), at::mul(grad, mask)));
+  // Without gradient, the same product.
+  start.restore();
+  EXPECT_TRUE(bitwise_equal(apply_dropout(x, 0.25, true), at::mul(x, mask)));
+}
+
+INSTANTIATE_TEST_SUITE_P(FloatAndDouble, DropoutKernelTest, ::testing::Values(at::kFloat, at::kDouble));
+
+TEST(DropoutTest, RecomputeReplaysTheRecordedBitsInsteadOfDrawing) {
+  Dropout layer(0.5);
+  const at::Tensor x = at::randn({64, 100});
+  memory::RecomputeTape tape;
+  torch::manual_seed(5);
+  at::Tensor first;
+  {
+    memory::SegmentPassScope recording(memory::SegmentPass::Recording, &tape);
+    first = layer(x);
+  }
+  // Another generator state: a drawn mask would differ (checked below), a replayed one not.
+  torch::manual_seed(6);
+  at::Tensor again;
+  {
+    memory::SegmentPassScope replaying(memory::SegmentPass::Replaying, &tape);
+    again = layer(x);
+  }
+  EXPECT_TRUE(bitwise_equal(first, again));
+  EXPECT_NO_THROW(tape.check_replayed_all());
+  torch::manual_seed(6);
+  EXPECT_FALSE(bitwise_equal(layer(x), first));
 }
 
 TEST(DropoutTest, ModuleFollowsTrainAndEval) {

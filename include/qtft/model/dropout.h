@@ -16,15 +16,18 @@ namespace qtft::model {
 // element takes 16 random bits, so the keep probability is rounded to a multiple of
 // 1/65536. The mask is a function of that draw alone: the same on any number of threads,
 // and the same again whenever the generator is restored (the checkpoint's recompute).
+// The backward pass keeps one bit per element, not a mask of x's type. Given a `layer` (any
+// address that names the call site), a checkpointed segment records the bits in its first
+// forward and its recompute replays them instead of drawing them again.
 // Elsewhere (CUDA) this is LibTorch's dropout, whose fused kernel is fast.
-at::Tensor apply_dropout(const at::Tensor& x, double p, bool training);
+at::Tensor apply_dropout(const at::Tensor& x, double p, bool training, const void* layer = nullptr);
 
 // apply_dropout() as a module, for the layers' submodule trees ("dropout", "attention_dropout").
 class DropoutImpl : public torch::nn::Module {
  public:
   explicit DropoutImpl(double p);
 
-  at::Tensor forward(const at::Tensor& x) { return apply_dropout(x, p_, is_training()); }
+  at::Tensor forward(const at::Tensor& x) { return apply_dropout(x, p_, is_training(), this); }
 
   double p() const { return p_; }
 

@@ -3,8 +3,6 @@
 #include <ATen/ops/sigmoid.h>
 #include <c10/util/Exception.h>
 
-#include "qtft/model/detail/gated_add_norm.h"
-
 namespace qtft::model {
 
 GatedLinearUnitImpl::GatedLinearUnitImpl(int64_t input_size, int64_t output_size) {
@@ -13,14 +11,6 @@ GatedLinearUnitImpl::GatedLinearUnitImpl(int64_t input_size, int64_t output_size
 }
 
 at::Tensor GatedLinearUnitImpl::forward(const at::Tensor& x) { return at::sigmoid(gate_fc(x)) * fc(x); }
-
-at::Tensor GatedLinearUnitImpl::forward_add_norm(const at::Tensor& x, const at::Tensor& skip,
-                                                 torch::nn::LayerNormImpl& norm) {
-  const auto& shape = norm.options.normalized_shape();
-  TORCH_CHECK(shape.size() == 1 && norm.options.elementwise_affine(),
-              "GatedLinearUnit: the fused add & norm takes a LayerNorm over the last dimension with weight and bias");
-  return detail::gated_add_norm(fc(x), gate_fc(x), skip, norm.weight, norm.bias, norm.options.eps());
-}
 
 IntegerProductCount GatedLinearUnitImpl::use_integer_products(const IntegerWeights& weights,
                                                               const quant::ActivationFakeQuantImpl& input) {
@@ -39,7 +29,7 @@ GateAddNormImpl::GateAddNormImpl(GateAddNormOptions options) : options_(options)
 at::Tensor GateAddNormImpl::forward(const at::Tensor& x, const at::Tensor& skip) {
   TORCH_CHECK(skip.dim() >= 1 && skip.size(-1) == options_.output_size(), "GateAddNorm: expected a skip input with ",
               options_.output_size(), " features, got shape ", skip.sizes());
-  return glu->forward_add_norm(dropout(x), skip, *layer_norm);
+  return layer_norm(skip + glu(dropout(x)));
 }
 
 }  // namespace qtft::model

@@ -71,7 +71,7 @@ at::Tensor GatedResidualNetworkImpl::finish(at::Tensor hidden, const at::Tensor&
                 "(set context_size)");
   }
   hidden = fc2(at::elu(hidden));
-  return gate->forward_add_norm(dropout(hidden), skip, *layer_norm);
+  return layer_norm(skip + gate(dropout(hidden)));
 }
 
 }  // namespace qtft::model

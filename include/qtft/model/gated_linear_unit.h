@@ -20,9 +20,6 @@ class GatedLinearUnitImpl : public torch::nn::Module {
   GatedLinearUnitImpl(int64_t input_size, int64_t output_size);
 
   at::Tensor forward(const at::Tensor& x);
-  // norm(skip + forward(x)), fused after the two products (detail::gated_add_norm): how
-  // every GRN and GateAddNorm ends.
-  at::Tensor forward_add_norm(const at::Tensor& x, const at::Tensor& skip, torch::nn::LayerNormImpl& norm);
   // Both products in integers (DenseImpl::use_integer_product), fed by `input`.
   IntegerProductCount use_integer_products(const IntegerWeights& weights, const quant::ActivationFakeQuantImpl& input);
 

@@ -3,8 +3,12 @@
 // and a small one, each as an FP32 model, a QAT model and int8 exports with float and with
 // integer products, measured in the same run, in rounds (one call of each model per round),
 // with the ratio to FP32. The models have random weights (latency does not
-// depend on them) and are saved and loaded like trained ones. Prints a table and JSON.
+// depend on them) and are saved and loaded like trained ones. Prints a table and JSON;
+// with --profile N, also where N single-series calls of each model spend their time
+// (LibTorch's profiler, after the timed rounds, so it does not slow them).
 //   build/bench/forecast_latency_bench [--calls 200] [--threads 1] [--json out.json]
+//                                      [--config paper] [--model int8-integer-a7]
+//                                      [--profile 50] [--top 25]
 #include <ATen/Parallel.h>
 
 #include <unistd.h>
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "bench_configs.h"
+#include "op_profile.h"
 #include "qtft/artifact/int8_file.h"
 #include "qtft/artifact/model_file.h"
 #include "qtft/artifact/model_loading.h"
@@ -92,7 +97,7 @@ struct Loaded {
 // that the machine's slower and faster spells fall on all of them alike: their ratios to
 // FP32 are what the targets are about, and on a shared machine the spells last seconds.
 std::vector<nlohmann::json> measure(const qtft::bench::TftConfig& c, const std::vector<const Variant*>& variants,
-                                    int calls, const std::filesystem::path& dir) {
+                                    int calls, int profiled_calls, int top, const std::filesystem::path& dir) {
   const auto bars = qtft::data::generate_synthetic_bars(qtft::data::SyntheticOptions{});
   const auto dataset = qtft::bench::dataset_for(c);
   std::vector<Loaded> models;
@@ -134,8 +139,31 @@ std::vector<nlohmann::json> measure(const qtft::bench::TftConfig& c, const std::
     }
   }
 
+  std::vector<nlohmann::json> profiles;
+  for (Loaded& m : models) {
+    if (profiled_calls < 1) break;
+    qtft::bench::start_op_profile();
+    for (int i = 0; i < profiled_calls; ++i) m.forecaster.forecast(one);
+    const auto times = qtft::bench::stop_op_profile(profiled_calls);
+    const auto top_level = qtft::bench::by_time(times.top_level), self = qtft::bench::by_time(times.self);
+    double profiled_ms = 0.0;
+    int64_t all_calls = 0;
+    for (const auto& [name, t] : top_level) profiled_ms += t.ms;
+    for (const auto& [name, t] : self) all_calls += t.calls;
+    std::printf("\n%s %s, one series: %.3f ms per call (profiled), %lld operator calls per call\n", c.name,
+                m.variant->name, profiled_ms, static_cast<long long>(all_calls));
+    profiles.push_back({{"profiled_ms_per_call", profiled_ms},
+                        {"operator_calls_per_call", all_calls},
+                        {"top_level", qtft::bench::print_op_table("operator, called by the forecast (inclusive)",
+                                                                  top_level, profiled_ms, top, "call")},
+                        {"self", qtft::bench::print_op_table("operator, self time (callees excluded)", self,
+                                                             profiled_ms, top, "call")}});
+  }
+  if (!profiles.empty()) std::printf("\n");
+
   std::vector<nlohmann::json> rows;
-  for (const Loaded& m : models) {
+  for (size_t k = 0; k < models.size(); ++k) {
+    const Loaded& m = models[k];
     const double batch_ms = m.batch_ms_total / batch_calls;
     rows.push_back({{"config", c.name},
                     {"model", m.variant->name},
@@ -152,6 +180,7 @@ std::vector<nlohmann::json> measure(const qtft::bench::TftConfig& c, const std::
                     {"batch_series", kSeries},
                     {"batch_ms", batch_ms},
                     {"batch_series_per_second", 1000.0 * static_cast<double>(kSeries) / batch_ms}});
+    if (k < profiles.size()) rows.back()["single_profile"] = profiles[k];
   }
   return rows;
 }
@@ -167,6 +196,10 @@ int main(int argc, char** argv) {
   app.add_option("--calls", calls, "Timed single-series calls per configuration")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads for LibTorch (0: its default)")->capture_default_str();
   app.add_option("--json", json_path, "Write the figures as JSON");
+  int profiled_calls = 0, top = 25;
+  app.add_option("--profile", profiled_calls, "Also profile this many single-series calls of each model")
+      ->capture_default_str();
+  app.add_option("--top", top, "Operators listed per profile")->capture_default_str();
   std::vector<std::string> only_configs, only_models;
   app.add_option("--config", only_configs, "Only these configurations (small, paper); default all");
   app.add_option("--model", only_models, "Only these models (fp32, qat, int8-dequantized, ...); default all");
@@ -194,7 +227,7 @@ int main(int argc, char** argv) {
     for (const Variant& v : kVariants) {
       if (!v.qat || wanted(only_models, v.name)) variants.push_back(&v);
     }
-    auto rows = measure(c, variants, calls, dir);
+    auto rows = measure(c, variants, calls, profiled_calls, top, dir);
     const double fp32_single = rows.front()["single_median_ms"].get<double>();
     const double fp32_batch = rows.front()["batch_ms"].get<double>();
     for (auto& r : rows) {

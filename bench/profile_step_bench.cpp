@@ -6,17 +6,16 @@
 //   build/bench/profile_step_bench [--config paper|small] [--qat] [--policy blocks|lstm]
 //                                  [--steps 2] [--top 25] [--threads N] [--json out.json]
 #include <ATen/Parallel.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/optim/adam.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "bench_configs.h"
+#include "op_profile.h"
 #include "qtft/artifact/model_loading.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/memory/checkpoint_policy.h"
@@ -26,72 +25,7 @@
 
 namespace {
 
-namespace profiler = torch::autograd::profiler;
-namespace impl = torch::profiler::impl;
-
-struct OpTime {
-  double ms = 0.0;    // per step
-  int64_t calls = 0;  // per step
-};
-
-struct Times {
-  std::map<std::string, OpTime> top_level;  // inclusive time of calls made by the step itself
-  std::map<std::string, OpTime> self;       // time inside an operator minus the operators it calls
-};
-
-// Per thread, events sorted by start form a call tree: the top level partitions the step,
-// self times partition it at the finest grain.
-Times op_times(const std::vector<profiler::KinetoEvent>& events, int steps) {
-  std::map<uint64_t, std::vector<const profiler::KinetoEvent*>> by_thread;
-  for (const auto& e : events) {
-    if (e.deviceType() == c10::DeviceType::CPU && !e.isAsync()) by_thread[e.startThreadId()].push_back(&e);
-  }
-  Times out;
-  for (auto& [thread, list] : by_thread) {
-    std::sort(list.begin(), list.end(), [](const auto* a, const auto* b) {
-      return a->startNs() != b->startNs() ? a->startNs() < b->startNs() : a->endNs() > b->endNs();
-    });
-    std::vector<const profiler::KinetoEvent*> open;  // the calls enclosing the current one
-    for (const auto* e : list) {
-      while (!open.empty() && open.back()->endNs() <= e->startNs()) open.pop_back();
-      const double ms = static_cast<double>(e->durationNs()) / 1e6 / steps;
-      if (open.empty()) {
-        auto& t = out.top_level[e->name()];
-        t.ms += ms;
-        t.calls += 1;
-      } else {
-        out.self[open.back()->name()].ms -= ms;
-      }
-      auto& self = out.self[e->name()];
-      self.ms += ms;
-      self.calls += 1;
-      open.push_back(e);
-    }
-  }
-  for (auto* table : {&out.top_level, &out.self}) {
-    for (auto& [name, t] : *table) t.calls /= steps;
-  }
-  return out;
-}
-
-std::vector<std::pair<std::string, OpTime>> by_time(const std::map<std::string, OpTime>& times) {
-  std::vector<std::pair<std::string, OpTime>> rows(times.begin(), times.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  return rows;
-}
-
-nlohmann::json print_table(const char* title, const std::vector<std::pair<std::string, OpTime>>& rows, double total,
-                           int top) {
-  std::printf("  %-58s %9s %7s %8s\n", title, "ms/step", "share", "calls");
-  nlohmann::json out = nlohmann::json::array();
-  for (int i = 0; i < std::min<int>(top, static_cast<int>(rows.size())); ++i) {
-    const auto& [name, t] = rows[static_cast<size_t>(i)];
-    std::printf("  %-58.58s %9.1f %6.1f%% %8lld\n", name.c_str(), t.ms, 100.0 * t.ms / total,
-                static_cast<long long>(t.calls));
-    out.push_back({{"name", name}, {"ms_per_step", t.ms}, {"share", t.ms / total}, {"calls", t.calls}});
-  }
-  return out;
-}
+using qtft::bench::by_time;
 
 nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::CheckpointPolicy policy, int steps,
                        int top) {
@@ -108,14 +42,12 @@ nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::
   const c10::Device cpu(c10::kCPU);
   qtft::train::training_step(model, adam, batch, train.clip_norm, cpu);  // warm-up: Adam state, caches
 
-  profiler::prepareProfiler(impl::ProfilerConfig(impl::ProfilerState::KINETO), {impl::ActivityType::CPU});
-  profiler::enableProfiler(impl::ProfilerConfig(impl::ProfilerState::KINETO), {impl::ActivityType::CPU});
+  qtft::bench::start_op_profile();
   const auto start = std::chrono::steady_clock::now();
   for (int s = 0; s < steps; ++s) qtft::train::training_step(model, adam, batch, train.clip_norm, cpu);
   const double step_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
-  auto result = profiler::disableProfiler();
-  const auto times = op_times(result->events(), steps);
+  const auto times = qtft::bench::stop_op_profile(steps);
   const auto top_level = by_time(times.top_level), self = by_time(times.self);
   double profiled_ms = 0.0;
   int64_t calls = 0, all_calls = 0;
@@ -126,8 +58,10 @@ nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::
       "step itself)\n",
       c.name, qat ? "QAT" : "FP32", qtft::memory::checkpoint_policy_name(policy), step_ms,
       static_cast<long long>(all_calls), static_cast<long long>(calls));
-  auto top_rows = print_table("operator, called by the step (inclusive)", top_level, profiled_ms, top);
-  auto self_rows = print_table("operator, self time (callees excluded)", self, profiled_ms, top);
+  auto top_rows =
+      qtft::bench::print_op_table("operator, called by the step (inclusive)", top_level, profiled_ms, top, "step");
+  auto self_rows =
+      qtft::bench::print_op_table("operator, self time (callees excluded)", self, profiled_ms, top, "step");
   return {{"config", c.name},
           {"use_qat", qat},
           {"policy", qtft::memory::checkpoint_policy_name(policy)},

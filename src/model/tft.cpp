@@ -3,6 +3,7 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/lstm.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -305,30 +306,36 @@ TemporalFusionTransformerImpl::SelectedInputs TemporalFusionTransformerImpl::sel
 
 TemporalFusionTransformerImpl::SequenceOutputs TemporalFusionTransformerImpl::encode_decode(
     const SelectedInputs& selected, const StaticContexts& statics, const memory::BlockCheckpointing& blocks) {
-  // The decoder continues from the encoder's final state. The encoder runs in time chunks,
-  // each its own block, so that the lstm policy can keep one chunk's activations at a
-  // time; the blocks policy recomputes the whole encoder as one.
+  // The decoder continues from the encoder's final state. In training the encoder runs in
+  // time chunks, each its own block, so that the lstm policy can keep one chunk's
+  // activations at a time; every policy runs the same chunks, as a chunk boundary changes
+  // the bits (the dropout between LSTM layers draws per call). The blocks policy recomputes
+  // the whole encoder as one block. Without gradients nothing is checkpointed, and one
+  // at::lstm call does it: each call costs a setup of its own (at batch 1, 13 chunks take
+  // 2.6x the time of one call).
   const int64_t l = options_.encoder_length();
-  const Tensors encoder = blocks.run(
-      "lstm_encoder", {selected.past.output, statics.state_h, statics.state_c}, [this, l, blocks](const Tensors& in) {
-        const Tensors weights = lstm_weights(lstm_encoder);
-        const int64_t chunk = encoder_chunk_length();
-        Tensors outputs;
-        at::Tensor h_t = in[1], c_t = in[2];
-        for (int64_t start = 0; start < l; start += chunk) {
-          Tensors chunk_inputs{in[0].narrow(1, start, std::min(chunk, l - start)), h_t, c_t};
-          chunk_inputs.insert(chunk_inputs.end(), weights.begin(), weights.end());
-          Tensors r = blocks.run("lstm_encoder_chunk", chunk_inputs, [this](const Tensors& x) {
-            return lstm_step(lstm_encoder, x[0], x[1], x[2], at::TensorList(x).slice(3));
-          });
-          outputs.push_back(r[0]);
-          h_t = r[1];
-          c_t = r[2];
-        }
-        at::Tensor output = at::cat(outputs, 1);
-        if (options_.use_qat()) output = lstm_encoder_output_quant(output);
-        return Tensors{output, h_t, c_t};
-      });
+  const bool chunked = c10::GradMode::is_enabled();
+  const Tensors encoder =
+      blocks.run("lstm_encoder", {selected.past.output, statics.state_h, statics.state_c},
+                 [this, l, chunked, blocks](const Tensors& in) {
+                   const Tensors weights = lstm_weights(lstm_encoder);
+                   const int64_t chunk = chunked ? encoder_chunk_length() : l;
+                   Tensors outputs;
+                   at::Tensor h_t = in[1], c_t = in[2];
+                   for (int64_t start = 0; start < l; start += chunk) {
+                     Tensors chunk_inputs{in[0].narrow(1, start, std::min(chunk, l - start)), h_t, c_t};
+                     chunk_inputs.insert(chunk_inputs.end(), weights.begin(), weights.end());
+                     Tensors r = blocks.run("lstm_encoder_chunk", chunk_inputs, [this](const Tensors& x) {
+                       return lstm_step(lstm_encoder, x[0], x[1], x[2], at::TensorList(x).slice(3));
+                     });
+                     outputs.push_back(r[0]);
+                     h_t = r[1];
+                     c_t = r[2];
+                   }
+                   at::Tensor output = outputs.size() == 1 ? outputs[0] : at::cat(outputs, 1);
+                   if (options_.use_qat()) output = lstm_encoder_output_quant(output);
+                   return Tensors{output, h_t, c_t};
+                 });
   const at::Tensor decoder =
       blocks.run_one("lstm_decoder", {selected.future.output, encoder[1], encoder[2]}, [this](const Tensors& in) {
         at::Tensor output = lstm_step(lstm_decoder, in[0], in[1], in[2], lstm_weights(lstm_decoder))[0];

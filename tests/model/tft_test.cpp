@@ -8,6 +8,7 @@
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -97,6 +98,23 @@ TEST(TftTest, EvalIsDeterministicAndTrainingUsesDropout) {
   EXPECT_TRUE(at::equal(run(model, in).quantiles, run(model, in).quantiles));
   model->train();
   EXPECT_FALSE(at::equal(run(model, in).quantiles, run(model, in).quantiles));
+}
+
+// Without gradients the encoder runs as one LSTM call instead of the training's time chunks
+// (5 chunks of 4 steps here, two layers); the forecasts agree to float rounding.
+TEST(TftTest, ForecastsWithoutGradientsMatchTheChunkedEncoder) {
+  TftOptions options(2, 3, 2, 20, 4);
+  options.hidden_size(8).attention_heads(2).lstm_layers(2).dropout(0.3);
+  TemporalFusionTransformer model(options);
+  model->eval();
+  const Inputs in = random_inputs(options, 3);
+  const at::Tensor chunked = run(model, in).quantiles.detach();
+  at::Tensor whole;
+  {
+    c10::NoGradGuard no_grad;
+    whole = run(model, in).quantiles;
+  }
+  EXPECT_TRUE(at::allclose(whole, chunked, 1e-5, 1e-6)) << (whole - chunked).abs().max();
 }
 
 TEST(TftTest, SameSeedSameInitialParameters) {

@@ -1,15 +1,20 @@
 // Memory of one QAT training step (live observers) under each checkpoint policy, against
 // no checkpointing, measured in the same run for the TFT paper's electricity-sized
 // configuration and a small one. Prints the configuration and a table per configuration,
-// and writes JSON.
+// and writes JSON. With --rounds N every policy is measured N times, the policies one after
+// the other in each round, and the step time is the median over the rounds: the VM's slow
+// and fast spells last seconds, and so fall on every policy alike.
 //   build/bench/memory_report_bench [--config paper|small|all] [--threads N] [--timed-steps 3]
-//                                   [--device cpu|cuda|auto] [--json-out out.json]
+//                                   [--rounds 1] [--device cpu|cuda|auto] [--json-out out.json]
 #include <ATen/Parallel.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "qtft/artifact/model_loading.h"
 #include "qtft/data/batch.h"
@@ -25,7 +30,7 @@ namespace {
 
 using qtft::memory::CheckpointPolicy;
 
-nlohmann::json measure(const qtft::bench::TftConfig& c, int timed_steps, c10::Device device) {
+nlohmann::json measure(const qtft::bench::TftConfig& c, int timed_steps, int rounds, c10::Device device) {
   auto dataset = qtft::bench::dataset_for(c);
   qtft::model::TftOptions options = qtft::model::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(true);  // observers live: never frozen here
@@ -45,11 +50,32 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int timed_steps, c10::De
   auto step = [&](CheckpointPolicy policy) {
     return qtft::train::measure_training_step(options, train.seed, batch, train, policy, device, timed_steps);
   };
-  // One `none` measurement is the without column of every policy's report.
-  const auto none = step(CheckpointPolicy::None);
+  // Every round measures each policy once; memory is the same in every round, the step
+  // time is the median over the rounds.
+  const CheckpointPolicy all[] = {CheckpointPolicy::None, CheckpointPolicy::Blocks, CheckpointPolicy::Lstm};
+  std::map<CheckpointPolicy, qtft::train::StepMemory> measured;
+  std::map<CheckpointPolicy, std::vector<double>> seconds;
+  for (int r = 0; r < rounds; ++r) {
+    for (auto policy : all) {
+      measured[policy] = step(policy);
+      seconds[policy].push_back(measured[policy].step_seconds);
+    }
+    if (rounds > 1) {
+      std::printf("round %d: step time none %.2f s, blocks %.2f s (%.2fx), lstm %.2f s (%.2fx)\n", r + 1,
+                  seconds[all[0]].back(), seconds[all[1]].back(), seconds[all[1]].back() / seconds[all[0]].back(),
+                  seconds[all[2]].back(), seconds[all[2]].back() / seconds[all[0]].back());
+    }
+  }
+  for (auto policy : all) {
+    std::vector<double>& v = seconds[policy];
+    std::sort(v.begin(), v.end());
+    measured[policy].step_seconds = v[v.size() / 2];
+  }
+  // The `none` measurement is the without column of every policy's report.
+  const auto none = measured[CheckpointPolicy::None];
   nlohmann::json policies = nlohmann::json::object();
   for (auto policy : {CheckpointPolicy::Blocks, CheckpointPolicy::Lstm}) {
-    qtft::train::MemoryReport report{policy, none, step(policy)};
+    qtft::train::MemoryReport report{policy, none, measured[policy]};
     std::printf("\n%s", qtft::train::format_memory_report(report).c_str());
     std::fflush(stdout);
     auto j = qtft::train::to_json(report);
@@ -69,12 +95,15 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int timed_steps, c10::De
 int main(int argc, char** argv) {
   CLI::App app{"Training-step memory under each checkpoint policy, with QAT"};
   std::string config = "all", device_name = "auto", json_path;
-  int threads = 0, timed_steps = 3;
+  int threads = 0, timed_steps = 3, rounds = 1;
   app.add_option("--config", config, "paper, small or all")
       ->check(CLI::IsMember({"paper", "small", "all"}))
       ->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (0: LibTorch default)")->capture_default_str();
   app.add_option("--timed-steps", timed_steps, "Timed steps per policy (the median is reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--rounds", rounds, "Rounds of every policy, one after the other (the median step time is reported)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--device", device_name, "cpu, cuda or auto")->capture_default_str();
@@ -85,15 +114,20 @@ int main(int argc, char** argv) {
   auto device = qtft::artifact::resolve_device(device_name);
 
   const qtft::bench::TftConfig configs[] = {qtft::bench::kPaperConfig, qtft::bench::kSmallConfig};
-  std::printf("device %s, %d CPU threads, step time: median of %d steps after a warm-up and a measured step\n",
-              device.str().c_str(), at::get_num_threads(), timed_steps);
+  std::printf(
+      "device %s, %d CPU threads, step time: median of %d steps after a warm-up and a measured step, median of %d "
+      "rounds\n",
+      device.str().c_str(), at::get_num_threads(), timed_steps, rounds);
   nlohmann::json results = nlohmann::json::array();
   for (const auto& c : configs) {
     if (config != "all" && config != c.name) continue;
-    results.push_back(measure(c, timed_steps, device));
+    results.push_back(measure(c, timed_steps, rounds, device));
   }
-  nlohmann::json j{
-      {"device", device.str()}, {"threads", at::get_num_threads()}, {"timed_steps", timed_steps}, {"results", results}};
+  nlohmann::json j{{"device", device.str()},
+                   {"threads", at::get_num_threads()},
+                   {"timed_steps", timed_steps},
+                   {"rounds", rounds},
+                   {"results", results}};
   if (!json_path.empty()) {
     qtft::io::write_file_atomically(json_path, j.dump(2) + "\n");
     std::printf("\nwrote %s\n", json_path.c_str());

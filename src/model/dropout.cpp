@@ -1,7 +1,6 @@
 #include "qtft/model/dropout.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/dropout.h>
 #include <ATen/ops/empty.h>
@@ -19,6 +18,7 @@
 #include <mutex>
 #include <vector>
 
+#include "qtft/memory/detail/bit_mask.h"
 #include "qtft/memory/detail/recompute_context.h"
 #include "qtft/model/detail/philox_words.h"
 
@@ -70,36 +70,9 @@ at::Tensor draw_keep_bits(int64_t n, double keep, uint64_t key) {
   return bits;
 }
 
-// out[e] = x[e] * (kept ? 1/keep : 0): the product at::mul(x, mask) computes with a float
-// mask of those two values, so the bits are the same.
-template <typename scalar_t>
-__attribute__((target_clones("avx2", "default"))) void multiply_kept(const scalar_t* x, const uint8_t* bits,
-                                                                     scalar_t scale, int64_t begin, int64_t end,
-                                                                     scalar_t* out) {
-  for (int64_t j = begin / 8; j < end / 8; ++j) {
-    const unsigned byte = bits[j];
-    for (int t = 0; t < 8; ++t) out[8 * j + t] = x[8 * j + t] * (((byte >> t) & 1u) != 0 ? scale : scalar_t(0));
-  }
-  for (int64_t e = end - end % 8; e < end; ++e) {
-    out[e] = x[e] * (((bits[e / 8] >> (e % 8)) & 1u) != 0 ? scale : scalar_t(0));
-  }
-}
-
 at::Tensor apply_keep_bits(const at::Tensor& x, const at::Tensor& bits, double keep) {
   RECORD_FUNCTION("qtft::dropout_apply", std::vector<c10::IValue>());
-  at::Tensor out = at::empty(x.sizes(), x.options());
-  const int64_t n = x.numel();
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "qtft::dropout", [&] {
-    const scalar_t scale = static_cast<scalar_t>(1) / static_cast<scalar_t>(keep);
-    const scalar_t* in = x.data_ptr<scalar_t>();
-    const uint8_t* keep_bits = bits.data_ptr<uint8_t>();
-    scalar_t* o = out.data_ptr<scalar_t>();
-    // Blocks of kBlock elements, a multiple of 8: a byte of bits never straddles two tasks.
-    at::parallel_for(0, (n + kBlock - 1) / kBlock, 1, [&](int64_t first, int64_t last) {
-      multiply_kept(in, keep_bits, scale, first * kBlock, std::min(n, last * kBlock), o);
-    });
-  });
-  return out;
+  return memory::detail::multiply_by_bits(x, bits, keep);
 }
 
 // The gradient of x * mask is grad * mask: the same kernel on the same bits.

@@ -3,14 +3,16 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/fake_quantize_per_tensor_affine.h>
-#include <ATen/ops/mul.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
+
+#include "qtft/memory/detail/bit_mask.h"
 
 namespace qtft::quant {
 namespace {
@@ -35,19 +37,17 @@ inline float round_ties_even(float v) {
 
 // ATen's kernel computes, per element, q = zero_point + nearbyint(x * (1 / scale)), the mask
 // qmin <= q <= qmax, and (clamp(q, qmin, qmax) - zero_point) * scale. The same steps here,
-// in float and in one pass over x[begin, end): q and zero_point are integers far below
-// 2^24, so every sum is exact; clamp(q) == q is the mask without two more comparisons (NaN
-// fails it, as it fails ATen's). `mask` may be null (no gradient wanted). Built for AVX2
-// as well as the baseline; the loader picks the one the CPU runs. The file is compiled
-// without trapping math (src/CMakeLists.txt), which changes no result (it only lets the
-// compiler assume no floating-point exception traps) and turns the comparisons into vector
-// selects.
+// in float and in one pass over x[0, n): q and zero_point are integers far below 2^24, so
+// every sum is exact; clamp(q) == q is the mask without two more comparisons (NaN fails
+// it, as it fails ATen's). `mask` may be null (no gradient wanted). Built for AVX2 as well
+// as the baseline; the loader picks the one the CPU runs. The file is compiled without
+// trapping math (src/CMakeLists.txt), which changes no result (it only lets the compiler
+// assume no floating-point exception traps) and turns the comparisons into vector selects.
 __attribute__((target_clones("avx2", "default"))) void fake_quantize_range(const float* x, float* out, bool* mask,
-                                                                           int64_t begin, int64_t end, float inverse,
-                                                                           float scale, float zero_point, float qmin,
-                                                                           float qmax) {
+                                                                           int64_t n, float inverse, float scale,
+                                                                           float zero_point, float qmin, float qmax) {
   if (mask) {
-    for (int64_t i = begin; i < end; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       const float q = round_ties_even(x[i] * inverse) + zero_point;
       const float low = q < qmin ? qmin : q;
       const float clamped = low > qmax ? qmax : low;
@@ -55,7 +55,7 @@ __attribute__((target_clones("avx2", "default"))) void fake_quantize_range(const
       out[i] = (clamped - zero_point) * scale;
     }
   } else {
-    for (int64_t i = begin; i < end; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       const float q = round_ties_even(x[i] * inverse) + zero_point;
       const float low = q < qmin ? qmin : q;
       out[i] = ((low > qmax ? qmax : low) - zero_point) * scale;
@@ -63,17 +63,33 @@ __attribute__((target_clones("avx2", "default"))) void fake_quantize_range(const
   }
 }
 
-void fake_quantize_pass(const float* x, float* out, bool* mask, int64_t n, float scale, float zero_point, float qmin,
+// Elements per task at least, as ATen's elementwise kernels split their work; a multiple
+// of 8, so that a byte of the mask's bits never straddles two tasks.
+constexpr int64_t kGrain = 32768;
+// Elements whose bool mask is packed into bits at a time: the bools stay in L1.
+constexpr int64_t kChunk = 512;
+
+// out = x fake-quantized, and `bits` (when not null) the mask as memory::detail's bits.
+void fake_quantize_pass(const float* x, float* out, uint8_t* bits, int64_t n, float scale, float zero_point, float qmin,
                         float qmax) {
   const float inverse = 1.0f / scale;  // as at::reciprocal computes it
-  // Elements per task at least, as ATen's elementwise kernels split their work.
-  constexpr int64_t kGrain = 32768;
-  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
-    fake_quantize_range(x, out, mask, begin, end, inverse, scale, zero_point, qmin, qmax);
+  at::parallel_for(0, (n + kGrain - 1) / kGrain, 1, [&](int64_t first, int64_t last) {
+    const int64_t end = std::min(n, last * kGrain);
+    if (!bits) {
+      fake_quantize_range(x + first * kGrain, out + first * kGrain, nullptr, end - first * kGrain, inverse, scale,
+                          zero_point, qmin, qmax);
+      return;
+    }
+    std::array<bool, kChunk> mask;
+    for (int64_t begin = first * kGrain; begin < end; begin += kChunk) {
+      const int64_t count = std::min(kChunk, end - begin);
+      fake_quantize_range(x + begin, out + begin, mask.data(), count, inverse, scale, zero_point, qmin, qmax);
+      memory::detail::pack_bits(mask.data(), count, bits + begin / 8);
+    }
   });
 }
 
-// x fake-quantized, and the mask of the values that were not clamped when `with_mask`.
+// x fake-quantized, and the bits of the values that were not clamped when `with_mask`.
 std::pair<at::Tensor, at::Tensor> fake_quantize_cpu(const at::Tensor& input, const at::Tensor& scale,
                                                     const at::Tensor& zero_point, int64_t qmin, int64_t qmax,
                                                     bool with_mask) {
@@ -81,26 +97,28 @@ std::pair<at::Tensor, at::Tensor> fake_quantize_cpu(const at::Tensor& input, con
   RECORD_FUNCTION("qtft::fake_quantize", std::vector<c10::IValue>());
   const at::Tensor x = input.contiguous();
   at::Tensor out = at::empty(x.sizes(), x.options());
-  at::Tensor mask = with_mask ? at::empty(x.sizes(), x.options().dtype(at::kBool)) : at::Tensor();
-  fake_quantize_pass(x.data_ptr<float>(), out.data_ptr<float>(), with_mask ? mask.data_ptr<bool>() : nullptr, x.numel(),
-                     scale.item<float>(), static_cast<float>(zero_point.item<int32_t>()), static_cast<float>(qmin),
-                     static_cast<float>(qmax));
-  return {out, mask};
+  at::Tensor bits = with_mask ? at::empty({(x.numel() + 7) / 8}, x.options().dtype(at::kByte)) : at::Tensor();
+  fake_quantize_pass(x.data_ptr<float>(), out.data_ptr<float>(), with_mask ? bits.data_ptr<uint8_t>() : nullptr,
+                     x.numel(), scale.item<float>(), static_cast<float>(zero_point.item<int32_t>()),
+                     static_cast<float>(qmin), static_cast<float>(qmax));
+  return {out, bits};
 }
 
 class FakeQuantizePerTensor : public torch::autograd::Function<FakeQuantizePerTensor> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& scale,
                             const at::Tensor& zero_point, int64_t qmin, int64_t qmax) {
-    auto [out, mask] = fake_quantize_cpu(x, scale, zero_point, qmin, qmax, /*with_mask=*/true);
-    ctx->save_for_backward({mask});
+    auto [out, bits] = fake_quantize_cpu(x, scale, zero_point, qmin, qmax, /*with_mask=*/true);
+    ctx->save_for_backward({bits});
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const at::Tensor mask = ctx->get_saved_variables()[0];
-    // As ATen's backward (dY * mask); nothing for scale, zero point, qmin and qmax.
-    return {at::mul(grad_outputs[0], mask), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    const at::Tensor bits = ctx->get_saved_variables()[0];
+    // As ATen's backward (dY * mask), bitwise; nothing for scale, zero point, qmin and qmax.
+    RECORD_FUNCTION("qtft::fake_quantize_backward", std::vector<c10::IValue>());
+    return {memory::detail::multiply_by_bits(grad_outputs[0].contiguous(), bits, 1.0), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor()};
   }
 };
 

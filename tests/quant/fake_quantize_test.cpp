@@ -68,6 +68,19 @@ TEST(FakeQuantizePerTensorTest, BitwiseWhatAtenGivesForOutputAndGradient) {
   }
 }
 
+// Large enough for several tasks (32768 elements each) and not a multiple of 8: the mask's
+// bits are written per task, a byte of them never shared.
+TEST(FakeQuantizePerTensorTest, BitwiseWhatAtenGivesAcrossTasks) {
+  const Case c{0.02f, 3, 0, 255};
+  const at::Tensor probe = probe_values(c);
+  const at::Tensor values = at::cat({probe, probe, probe, probe, probe, probe, probe, probe, probe.narrow(0, 0, 3)});
+  ASSERT_GT(values.numel(), 2 * 32768);
+  const auto [aten_out, aten_grad] = run(false, values, c);
+  const auto [our_out, our_grad] = run(true, values, c);
+  EXPECT_TRUE(bitwise_equal(our_out, aten_out));
+  EXPECT_TRUE(bitwise_equal(our_grad, aten_grad));
+}
+
 TEST(FakeQuantizePerTensorTest, WithoutGradientAndOnAStridedInputTheSameBits) {
   // The inference path writes no mask; a transposed input is read in its own order. Values
   // of magnitude 2^22 and more in units of scale take the path that skips rounding.

@@ -15,8 +15,11 @@ namespace qtft::quant {
 // threads, and was the largest single cost of a QAT training step (18% of it, 25% with
 // checkpointing, docs/PERFORMANCE.md). Here the same arithmetic runs in one pass over x that
 // the compiler vectorizes, writing the output and the gradient's mask together (it was seven
-// of ATen's elementwise ops, each a pass of its own). Off the CPU it is LibTorch's fused
-// kernel.
+// of ATen's elementwise ops, each a pass of its own). The mask is kept as one bit per
+// element (memory/detail/bit_mask.h), which the backward's product reads directly: a bool
+// mask took an eighth of the activation's memory again, and at::mul first converted it
+// to a float tensor, a third of a QAT step's elementwise time. Off the CPU it is
+// LibTorch's fused kernel.
 //
 // scale: float [1], zero_point: int32 [1], on x's device (read there: no synchronization
 // off the CPU).

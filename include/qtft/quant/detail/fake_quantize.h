@@ -17,9 +17,9 @@ namespace qtft::quant {
 // the compiler vectorizes, writing the output and the gradient's mask together (it was seven
 // of ATen's elementwise ops, each a pass of its own). The mask is kept as one bit per
 // element (memory/detail/bit_mask.h), which the backward's product reads directly: a bool
-// mask took an eighth of the activation's memory again, and at::mul first converted it
-// to a float tensor, a third of a QAT step's elementwise time. Off the CPU it is
-// LibTorch's fused kernel.
+// mask took an eighth of the activation's memory again, and at::mul(grad, mask) first
+// copied it into a float tensor (docs/PERFORMANCE.md, issue 25's third step). Off the CPU
+// it is LibTorch's fused kernel.
 //
 // scale: float [1], zero_point: int32 [1], on x's device (read there: no synchronization
 // off the CPU).

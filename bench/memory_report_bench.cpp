@@ -69,7 +69,8 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int timed_steps, int rou
   for (auto policy : all) {
     std::vector<double>& v = seconds[policy];
     std::sort(v.begin(), v.end());
-    measured[policy].step_seconds = v[v.size() / 2];
+    const size_t mid = v.size() / 2;
+    measured[policy].step_seconds = v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2.0;
   }
   // The `none` measurement is the without column of every policy's report.
   const auto none = measured[CheckpointPolicy::None];

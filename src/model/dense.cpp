@@ -5,6 +5,9 @@
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
+#include <utility>
+#include <vector>
+
 #include "qtft/quant/detail/weight_fake_quant.h"
 
 namespace qtft::model {
@@ -23,7 +26,17 @@ at::Tensor DenseImpl::forward(const at::Tensor& x) {
   if (integer_product_ && !is_training() && !c10::GradMode::is_enabled()) {
     return output_quant(integer_product_->forward(x));
   }
-  return output_quant(at::linear(x, weight_in_use(), linear->bias));
+  const at::Tensor weight = weight_in_use();
+  const at::Tensor& bias = linear->bias;
+  if (!bias.defined() || x.dim() < 2 || !x.is_contiguous()) return output_quant(at::linear(x, weight, bias));
+  // The ops at::linear runs for this input (one addmm over the rows, then a view back to
+  // x's leading dimensions), with the observer between them: the product's fresh 2-D
+  // output is then the observer's alone, and is fake-quantized in its own memory
+  // (quant::fake_quantize_per_tensor). linear's own output is a view, which does not qualify.
+  if (x.dim() == 2) return output_quant(at::addmm(bias, x, weight.t()));
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = weight.size(0);
+  return output_quant(at::addmm(bias, x.reshape({-1, x.size(-1)}), weight.t())).view(sizes);
 }
 
 at::Tensor DenseImpl::forward_concatenated(const std::vector<at::Tensor>& parts) {
@@ -47,7 +60,7 @@ at::Tensor DenseImpl::forward_concatenated(const std::vector<at::Tensor>& parts)
     const std::vector<int64_t> sizes = out.sizes().vec();
     out = at::addmm(out.reshape({-1, sizes.back()}), part.reshape({-1, part.size(-1)}), columns.t()).view(sizes);
   }
-  return qat_enabled() ? output_quant(out) : out;
+  return qat_enabled() ? output_quant(std::move(out)) : out;
 }
 
 at::Tensor DenseImpl::weight_in_use() const {

@@ -333,13 +333,13 @@ TemporalFusionTransformerImpl::SequenceOutputs TemporalFusionTransformerImpl::en
                      c_t = r[2];
                    }
                    at::Tensor output = outputs.size() == 1 ? outputs[0] : at::cat(outputs, 1);
-                   if (options_.use_qat()) output = lstm_encoder_output_quant(output);
+                   if (options_.use_qat()) output = lstm_encoder_output_quant(std::move(output));
                    return Tensors{output, h_t, c_t};
                  });
   const at::Tensor decoder =
       blocks.run_one("lstm_decoder", {selected.future.output, encoder[1], encoder[2]}, [this](const Tensors& in) {
         at::Tensor output = lstm_step(lstm_decoder, in[0], in[1], in[2], lstm_weights(lstm_decoder))[0];
-        if (options_.use_qat()) output = lstm_decoder_output_quant(output);
+        if (options_.use_qat()) output = lstm_decoder_output_quant(std::move(output));
         return Tensors{output};
       });
   return {encoder[0], decoder};

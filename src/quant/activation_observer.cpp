@@ -13,6 +13,7 @@
 
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "qtft/common/error.h"
 #include "qtft/memory/detail/recompute_context.h"
@@ -51,33 +52,33 @@ ActivationFakeQuantImpl::ActivationFakeQuantImpl(ActivationFakeQuantOptions opti
   frozen_ = register_buffer("frozen", at::zeros({1}, at::TensorOptions().dtype(at::kBool)));
 }
 
-at::Tensor ActivationFakeQuantImpl::forward(const at::Tensor& x) {
+at::Tensor ActivationFakeQuantImpl::forward(at::Tensor x) {
   check_input(x);
   if (is_training() && !is_frozen() && update_ == ObserverUpdate::Step) {
     // The parameters stay the step's until end_step, so a recompute quantizes exactly as
     // the first pass did; only the first pass records, so the step counts x once.
     if (memory::current_segment_pass() != memory::SegmentPass::Replaying) record_step_extremes(x);
     if (samples() == 0) return x;
-    return fake_quantize_with(x, scale_, zero_point_);
+    return fake_quantize_with(std::move(x), scale_, zero_point_);
   }
   if (is_training() && !is_frozen()) {
     // Under checkpointing a segment runs twice per step; the observer must update once and
     // both runs must quantize with the parameters of that update (recompute_context.h).
     switch (memory::current_segment_pass()) {
-      case memory::SegmentPass::Plain: return observe(x);
+      case memory::SegmentPass::Plain: return observe(std::move(x));
       case memory::SegmentPass::Recording: {
-        at::Tensor out = observe(x);
+        at::Tensor out = observe(std::move(x));
         memory::current_tape()->record(this, {scale_.clone(), zero_point_.clone()});
         return out;
       }
       case memory::SegmentPass::Replaying: {
         const auto& recorded = memory::current_tape()->next(this, "an activation observer");
-        return fake_quantize_with(x, recorded[0], recorded[1]);
+        return fake_quantize_with(std::move(x), recorded[0], recorded[1]);
       }
     }
   }
   if (samples() == 0) return x;
-  return fake_quantize_with(x, scale_, zero_point_);
+  return fake_quantize_with(std::move(x), scale_, zero_point_);
 }
 
 at::Tensor ActivationFakeQuantImpl::calibrate(const at::Tensor& x) {
@@ -151,7 +152,7 @@ void ActivationFakeQuantImpl::pretty_print(std::ostream& stream) const {
          << ", averaging_constant=" << options_.averaging_constant() << ")";
 }
 
-at::Tensor ActivationFakeQuantImpl::observe(const at::Tensor& x) {
+at::Tensor ActivationFakeQuantImpl::observe(at::Tensor x) {
   // ATen's fused op updates running_min/max, scale and zero_point in place from the min and
   // max of what it is given, and nothing else of it; given just those two values it does
   // the observer's arithmetic exactly as on x. x itself is then fake-quantized by the
@@ -165,7 +166,7 @@ at::Tensor ActivationFakeQuantImpl::observe(const at::Tensor& x) {
     if (extremes_reducer_) extremes_reducer_(extremes);
   }
   take_in(extremes);
-  return fake_quantize_with(x, scale_, zero_point_);
+  return fake_quantize_with(std::move(x), scale_, zero_point_);
 }
 
 void ActivationFakeQuantImpl::take_in(const at::Tensor& extremes) {
@@ -179,10 +180,10 @@ void ActivationFakeQuantImpl::take_in(const at::Tensor& extremes) {
   wrote(samples_, samples_host_, seen + 1);
 }
 
-at::Tensor ActivationFakeQuantImpl::fake_quantize_with(const at::Tensor& x, const at::Tensor& scale,
+at::Tensor ActivationFakeQuantImpl::fake_quantize_with(at::Tensor x, const at::Tensor& scale,
                                                        const at::Tensor& zero_point) const {
   // Scale and zero point are read on the device: no synchronization.
-  return fake_quantize_per_tensor(x, scale, zero_point, range_.qmin, range_.qmax);
+  return fake_quantize_per_tensor(std::move(x), scale, zero_point, range_.qmin, range_.qmax);
 }
 
 const at::Tensor& ActivationFakeQuantImpl::on_flag(const at::Device& device) {

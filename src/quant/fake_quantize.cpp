@@ -6,6 +6,7 @@
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <array>
@@ -89,50 +90,73 @@ void fake_quantize_pass(const float* x, float* out, uint8_t* bits, int64_t n, fl
   });
 }
 
-// x fake-quantized, and the bits of the values that were not clamped when `with_mask`.
+// True when nothing but the caller's one handle reaches x's memory: no other tensor, view or
+// saved variable (a saved output keeps its storage), and x covers all of it. Such an x,
+// typically the fresh output of the product before an observer, is dead once quantized, so
+// the result may take its place: one activation-sized allocation less per observer, whose
+// fresh pages cost more than the pass itself in a large step.
+bool sole_owner_of_its_memory(const at::Tensor& x) {
+  return x.use_count() == 1 && x.storage().use_count() == 1 && x.is_contiguous() && x.storage_offset() == 0 &&
+         static_cast<size_t>(x.numel()) * x.element_size() == x.storage().nbytes() &&
+         (!x.requires_grad() || !x.is_leaf());
+}
+
+// x fake-quantized (into x itself when `in_place`), and the bits of the values that were not
+// clamped when `with_mask`.
 std::pair<at::Tensor, at::Tensor> fake_quantize_cpu(const at::Tensor& input, const at::Tensor& scale,
                                                     const at::Tensor& zero_point, int64_t qmin, int64_t qmax,
-                                                    bool with_mask) {
+                                                    bool with_mask, bool in_place) {
   // Not an ATen op: named here so that profiles show its time instead of the caller's.
   RECORD_FUNCTION("qtft::fake_quantize", std::vector<c10::IValue>());
-  const at::Tensor x = input.contiguous();
-  at::Tensor out = at::empty(x.sizes(), x.options());
+  const at::Tensor x = in_place ? input : input.contiguous();
+  at::Tensor out = in_place ? input : at::empty(x.sizes(), x.options());
   at::Tensor bits = with_mask ? at::empty({(x.numel() + 7) / 8}, x.options().dtype(at::kByte)) : at::Tensor();
+  // Element i is read before it is written, so in place is the same pass.
   fake_quantize_pass(x.data_ptr<float>(), out.data_ptr<float>(), with_mask ? bits.data_ptr<uint8_t>() : nullptr,
                      x.numel(), scale.item<float>(), static_cast<float>(zero_point.item<int32_t>()),
                      static_cast<float>(qmin), static_cast<float>(qmax));
+  if (in_place && !out.is_inference()) torch::autograd::impl::bump_version(out);
   return {out, bits};
 }
 
 class FakeQuantizePerTensor : public torch::autograd::Function<FakeQuantizePerTensor> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& scale,
-                            const at::Tensor& zero_point, int64_t qmin, int64_t qmax) {
-    auto [out, bits] = fake_quantize_cpu(x, scale, zero_point, qmin, qmax, /*with_mask=*/true);
+                            const at::Tensor& zero_point, int64_t qmin, int64_t qmax, bool in_place) {
+    auto [out, bits] = fake_quantize_cpu(x, scale, zero_point, qmin, qmax, /*with_mask=*/true, in_place);
     ctx->save_for_backward({bits});
+    if (in_place) ctx->mark_dirty({x});
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const at::Tensor bits = ctx->get_saved_variables()[0];
-    // As ATen's backward (dY * mask), bitwise; nothing for scale, zero point, qmin and qmax.
+    // As ATen's backward (dY * mask), bitwise; nothing for scale, zero point, qmin, qmax and
+    // the in-place flag.
     RECORD_FUNCTION("qtft::fake_quantize_backward", std::vector<c10::IValue>());
-    return {memory::detail::multiply_by_bits(grad_outputs[0].contiguous(), bits, 1.0), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor()};
+    return {memory::detail::multiply_by_bits(grad_outputs[0].contiguous(), bits, 1.0),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor()};
   }
 };
 
 }  // namespace
 
-at::Tensor fake_quantize_per_tensor(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& zero_point,
-                                    int64_t qmin, int64_t qmax) {
+at::Tensor fake_quantize_per_tensor(at::Tensor x, const at::Tensor& scale, const at::Tensor& zero_point, int64_t qmin,
+                                    int64_t qmax) {
   if (!x.is_cpu() || x.scalar_type() != at::kFloat || !scale.is_cpu() || !zero_point.is_cpu()) {
     return at::fake_quantize_per_tensor_affine(x, scale, zero_point, qmin, qmax);
   }
   // Without gradient (inference at batch 1 is mostly per-op overhead): no mask, and no
   // autograd function around the pass.
-  if (!c10::GradMode::is_enabled()) return fake_quantize_cpu(x, scale, zero_point, qmin, qmax, false).first;
-  return FakeQuantizePerTensor::apply(x, scale, zero_point, qmin, qmax);
+  // Decided here, where this parameter is x's only handle if any: inside apply, autograd's
+  // own list of the inputs holds x as well.
+  const bool in_place = sole_owner_of_its_memory(x);
+  if (!c10::GradMode::is_enabled()) return fake_quantize_cpu(x, scale, zero_point, qmin, qmax, false, in_place).first;
+  return FakeQuantizePerTensor::apply(x, scale, zero_point, qmin, qmax, in_place);
 }
 
 }  // namespace qtft::quant

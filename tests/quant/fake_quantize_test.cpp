@@ -81,6 +81,38 @@ TEST(FakeQuantizePerTensorTest, BitwiseWhatAtenGivesAcrossTasks) {
   EXPECT_TRUE(bitwise_equal(our_grad, aten_grad));
 }
 
+// A temporary, which nothing else reaches, is fake-quantized in its own memory: the same
+// bits as ATen's, output and gradient, with and without gradient. A tensor the caller keeps
+// is left as it was, and the result is a new one.
+TEST(FakeQuantizePerTensorTest, ATemporaryIsQuantizedInItsOwnMemoryWithTheSameBits) {
+  const Case c{0.02f, 3, 0, 255};
+  const at::Tensor values = probe_values(c);
+  const at::Tensor scale = at::full({1}, c.scale, at::TensorOptions().dtype(at::kFloat));
+  const at::Tensor zero_point = at::full({1}, c.zero_point, at::TensorOptions().dtype(at::kInt));
+  const auto [aten_out, aten_grad] = run(false, values, c);
+
+  // x * 1 is exact, forward and backward: the temporary holds x's values, x gets its gradient.
+  const at::Tensor x = values.clone().requires_grad_(true);
+  const at::Tensor out = fake_quantize_per_tensor(x.mul(1.0), scale, zero_point, c.qmin, c.qmax);
+  EXPECT_GT(out._version(), 0) << "written in place";
+  out.backward(at::arange(values.numel(), values.options()).sub(values.numel() / 2.0));
+  EXPECT_TRUE(bitwise_equal(out.detach(), aten_out));
+  EXPECT_TRUE(bitwise_equal(x.grad(), aten_grad));
+
+  c10::NoGradGuard no_grad;
+  at::Tensor temporary = values.clone();
+  const void* memory = temporary.data_ptr();
+  const at::Tensor moved = fake_quantize_per_tensor(std::move(temporary), scale, zero_point, c.qmin, c.qmax);
+  EXPECT_EQ(moved.data_ptr(), memory);
+  EXPECT_TRUE(bitwise_equal(moved, aten_out));
+
+  const at::Tensor kept = values.clone();
+  const at::Tensor result = fake_quantize_per_tensor(kept, scale, zero_point, c.qmin, c.qmax);
+  EXPECT_NE(result.data_ptr(), kept.data_ptr());
+  EXPECT_TRUE(bitwise_equal(kept, values));
+  EXPECT_TRUE(bitwise_equal(result, aten_out));
+}
+
 TEST(FakeQuantizePerTensorTest, WithoutGradientAndOnAStridedInputTheSameBits) {
   // The inference path writes no mask; a transposed input is read in its own order. Values
   // of magnitude 2^22 and more in units of scale take the path that skips rounding.

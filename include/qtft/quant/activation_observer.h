@@ -52,6 +52,10 @@ struct ActivationFakeQuantOptions {
 //                         yet, and ATen would invent scale 0.1 and zero point 0, which
 //                         silently clips every negative value to 0.
 //
+// x is taken by value: a temporary (the product just before the observer) or a tensor moved
+// in, when nothing else shares its memory, is fake-quantized in its own memory
+// (quant::fake_quantize_per_tensor); an x the caller keeps is left as it was.
+//
 // x must be a non-empty float32 tensor. Deciding the mode reads host copies of the frozen
 // flag and the sample count, not the buffers, so that a CUDA step does not synchronize once
 // per observer. The copies follow every change the observer makes, and a change made to
@@ -61,7 +65,7 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
  public:
   explicit ActivationFakeQuantImpl(ActivationFakeQuantOptions options = {});
 
-  at::Tensor forward(const at::Tensor& x);
+  at::Tensor forward(at::Tensor x);
 
   // Observes x without gradient, whatever the training mode, and returns it fake-quantized:
   // one calibration batch, counted in samples(). Throws qtft::Error on a frozen observer,
@@ -101,7 +105,7 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
   // Updates min, max, scale, zero point and the sample count from x and returns x
   // fake-quantized with the new parameters (ATen's fused observer on x's min and max, then
   // fake_quantize_with).
-  at::Tensor observe(const at::Tensor& x);
+  at::Tensor observe(at::Tensor x);
   // The moving-average update from a batch's [min, max] (float [2]), counted as a sample.
   void take_in(const at::Tensor& min_max);
   // Step mode: widens the step's record by x's min and max.
@@ -109,7 +113,7 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
   // Fake-quantizes x with the given parameters and touches no state. A replay of an
   // observed call (recompute under checkpointing) goes through here with the parameters
   // that call produced; the result is bitwise what observe returned.
-  at::Tensor fake_quantize_with(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& zero_point) const;
+  at::Tensor fake_quantize_with(at::Tensor x, const at::Tensor& scale, const at::Tensor& zero_point) const;
   // The int64 "on" flag the fused op takes, kept on the device of the latest input.
   const at::Tensor& on_flag(const at::Device& device);
 

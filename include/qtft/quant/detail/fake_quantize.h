@@ -21,9 +21,15 @@ namespace qtft::quant {
 // copied it into a float tensor (docs/PERFORMANCE.md, issue 25's third step). Off the CPU
 // it is LibTorch's fused kernel.
 //
+// x is taken by value. On the CPU, an x that nothing else reaches (a temporary, or a tensor
+// moved in, contiguous, covering all of its storage, not a leaf that requires gradient)
+// gets the result in its own memory, and the result is that tensor. A fresh output of the
+// activation's size per observer was the larger cost of a big step: its pages are new.
+// An x the caller still holds is left as it was.
+//
 // scale: float [1], zero_point: int32 [1], on x's device (read there: no synchronization
 // off the CPU).
-at::Tensor fake_quantize_per_tensor(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& zero_point,
-                                    int64_t qmin, int64_t qmax);
+at::Tensor fake_quantize_per_tensor(at::Tensor x, const at::Tensor& scale, const at::Tensor& zero_point, int64_t qmin,
+                                    int64_t qmax);
 
 }  // namespace qtft::quant

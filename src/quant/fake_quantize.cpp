@@ -47,7 +47,12 @@ inline float round_ties_even(float v) {
 __attribute__((target_clones("avx2", "default"))) void fake_quantize_range(const float* x, float* out, bool* mask,
                                                                            int64_t n, float inverse, float scale,
                                                                            float zero_point, float qmin, float qmax) {
+  // x and out are the same array (in place) or disjoint, never offset from each other:
+  // element i is read before it is written and no iteration touches another's element, so
+  // the loops vectorize without GCC's runtime overlap check, whose fallback for equal
+  // pointers is the scalar loop.
   if (mask) {
+#pragma GCC ivdep
     for (int64_t i = 0; i < n; ++i) {
       const float q = round_ties_even(x[i] * inverse) + zero_point;
       const float low = q < qmin ? qmin : q;
@@ -56,6 +61,7 @@ __attribute__((target_clones("avx2", "default"))) void fake_quantize_range(const
       out[i] = (clamped - zero_point) * scale;
     }
   } else {
+#pragma GCC ivdep
     for (int64_t i = 0; i < n; ++i) {
       const float q = round_ties_even(x[i] * inverse) + zero_point;
       const float low = q < qmin ? qmin : q;
@@ -111,7 +117,8 @@ std::pair<at::Tensor, at::Tensor> fake_quantize_cpu(const at::Tensor& input, con
   const at::Tensor x = in_place ? input : input.contiguous();
   at::Tensor out = in_place ? input : at::empty(x.sizes(), x.options());
   at::Tensor bits = with_mask ? at::empty({(x.numel() + 7) / 8}, x.options().dtype(at::kByte)) : at::Tensor();
-  // Element i is read before it is written, so in place is the same pass.
+  // Element i is read before it is written, so in place is the same pass
+  // (fake_quantize_range).
   fake_quantize_pass(x.data_ptr<float>(), out.data_ptr<float>(), with_mask ? bits.data_ptr<uint8_t>() : nullptr,
                      x.numel(), scale.item<float>(), static_cast<float>(zero_point.item<int32_t>()),
                      static_cast<float>(qmin), static_cast<float>(qmax));
@@ -150,11 +157,11 @@ at::Tensor fake_quantize_per_tensor(at::Tensor x, const at::Tensor& scale, const
   if (!x.is_cpu() || x.scalar_type() != at::kFloat || !scale.is_cpu() || !zero_point.is_cpu()) {
     return at::fake_quantize_per_tensor_affine(x, scale, zero_point, qmin, qmax);
   }
-  // Without gradient (inference at batch 1 is mostly per-op overhead): no mask, and no
-  // autograd function around the pass.
   // Decided here, where this parameter is x's only handle if any: inside apply, autograd's
   // own list of the inputs holds x as well.
   const bool in_place = sole_owner_of_its_memory(x);
+  // Without gradient (inference at batch 1 is mostly per-op overhead): no mask, and no
+  // autograd function around the pass.
   if (!c10::GradMode::is_enabled()) return fake_quantize_cpu(x, scale, zero_point, qmin, qmax, false, in_place).first;
   return FakeQuantizePerTensor::apply(x, scale, zero_point, qmin, qmax, in_place);
 }

@@ -146,10 +146,8 @@ std::vector<nlohmann::json> measure(const qtft::bench::TftConfig& c, const std::
     for (int i = 0; i < profiled_calls; ++i) m.forecaster.forecast(one);
     const auto times = qtft::bench::stop_op_profile(profiled_calls);
     const auto top_level = qtft::bench::by_time(times.top_level), self = qtft::bench::by_time(times.self);
-    double profiled_ms = 0.0;
-    int64_t all_calls = 0;
-    for (const auto& [name, t] : top_level) profiled_ms += t.ms;
-    for (const auto& [name, t] : self) all_calls += t.calls;
+    const double profiled_ms = qtft::bench::total(times.top_level).ms;
+    const int64_t all_calls = qtft::bench::total(times.self).calls;
     std::printf("\n%s %s, one series: %.3f ms per call (profiled), %lld operator calls per call\n", c.name,
                 m.variant->name, profiled_ms, static_cast<long long>(all_calls));
     profiles.push_back({{"profiled_ms_per_call", profiled_ms},

@@ -74,6 +74,14 @@ inline OpTimes stop_op_profile(int repetitions) {
   return out;
 }
 
+// The rows of a table summed: over top_level, the profiled time and the calls the region
+// made itself; over self, every operator call.
+inline OpTime total(const std::map<std::string, OpTime>& times) {
+  OpTime sum;
+  for (const auto& [name, t] : times) sum.ms += t.ms, sum.calls += t.calls;
+  return sum;
+}
+
 inline std::vector<std::pair<std::string, OpTime>> by_time(const std::map<std::string, OpTime>& times) {
   std::vector<std::pair<std::string, OpTime>> rows(times.begin(), times.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });

@@ -49,10 +49,9 @@ nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
   const auto times = qtft::bench::stop_op_profile(steps);
   const auto top_level = by_time(times.top_level), self = by_time(times.self);
-  double profiled_ms = 0.0;
-  int64_t calls = 0, all_calls = 0;
-  for (const auto& [name, t] : top_level) profiled_ms += t.ms, calls += t.calls;
-  for (const auto& [name, t] : self) all_calls += t.calls;
+  const qtft::bench::OpTime step_total = qtft::bench::total(times.top_level);
+  const double profiled_ms = step_total.ms;
+  const int64_t calls = step_total.calls, all_calls = qtft::bench::total(times.self).calls;
   std::printf(
       "\n%s, %s, checkpointing %s: %.0f ms per step (profiled), %lld operator calls per step (%lld from the "
       "step itself)\n",

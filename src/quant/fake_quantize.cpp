@@ -114,8 +114,8 @@ std::pair<at::Tensor, at::Tensor> fake_quantize_cpu(const at::Tensor& input, con
                                                     bool with_mask, bool in_place) {
   // Not an ATen op: named here so that profiles show its time instead of the caller's.
   RECORD_FUNCTION("qtft::fake_quantize", std::vector<c10::IValue>());
-  const at::Tensor x = in_place ? input : input.contiguous();
-  at::Tensor out = in_place ? input : at::empty(x.sizes(), x.options());
+  const at::Tensor x = input.contiguous();  // input itself when in place (contiguous then)
+  at::Tensor out = in_place ? x : at::empty(x.sizes(), x.options());
   at::Tensor bits = with_mask ? at::empty({(x.numel() + 7) / 8}, x.options().dtype(at::kByte)) : at::Tensor();
   // Element i is read before it is written, so in place is the same pass
   // (fake_quantize_range).

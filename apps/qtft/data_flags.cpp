@@ -37,6 +37,26 @@ void add_bar_source_flags(CLI::App& cmd, DataFlags& f) {
       ->capture_default_str();
 }
 
+void add_input_flags(CLI::App& cmd, DataFlags& f) {
+  auto& inputs = f.source.read.inputs;
+  cmd.add_option("--observed", inputs.observed,
+                 "Real columns known up to each bar, fed to the encoder besides the derived inputs: a comma list of "
+                 "names or globs ('f_*'), repeatable")
+      ->delimiter(',');
+  cmd.add_option("--known", inputs.known,
+                 "Real columns known in advance (schedules), fed to the encoder and the decoder: names or globs")
+      ->delimiter(',');
+  cmd.add_option("--missing", f.missing,
+                 "A null in a declared column after its series' first complete row: error, or forward-fill (the "
+                 "series' previous value); leading nulls (a warm-up) always drop their bars")
+      ->check(CLI::IsMember({"error", "forward-fill"}))
+      ->capture_default_str();
+  cmd.add_option("--inputs", f.inputs_file,
+                 "A declaration file for many inputs, JSON: {\"observed\": [\"f_*\"], \"known\": [...]}, added to the "
+                 "flags' columns")
+      ->check(CLI::ExistingFile);
+}
+
 void add_window_flags(CLI::App& cmd, DataFlags& f) {
   auto& d = f.dataset;
   cmd.add_option("--encoder-length", d.encoder_length, "Past bars the model sees")->capture_default_str();
@@ -56,6 +76,12 @@ void print_store(const data::StorePreparation& store) {
 }
 
 void finish_data_flags(DataFlags& f) {
+  f.source.read.inputs.missing =
+      f.missing == "forward-fill" ? data::MissingValues::ForwardFill : data::MissingValues::Error;
+  if (!f.inputs_file.empty()) {
+    data::append_declaration(f.source.read.inputs, data::read_input_declaration(f.inputs_file));
+    f.inputs_file.clear();  // once, however often the flags are finished
+  }
   f.source.read.epoch_unit = f.timestamp_unit == "s"    ? data::EpochUnit::Seconds
                              : f.timestamp_unit == "ms" ? data::EpochUnit::Milliseconds
                                                         : data::EpochUnit::Auto;

@@ -16,10 +16,15 @@ struct DataFlags {
   data::BarSource source;
   data::DatasetOptions dataset;
   std::string timestamp_unit = "auto";
+  std::string missing = "error";
+  std::string inputs_file;  // --inputs: a declaration file, added to --observed and --known
 };
 
 void add_bar_source_flags(CLI::App& cmd, DataFlags& flags);
 void add_window_flags(CLI::App& cmd, DataFlags& flags);
+// --observed and --known: the columns declared as real inputs (for commands that fit a model's
+// features; a saved model reads the columns it was trained on).
+void add_input_flags(CLI::App& cmd, DataFlags& flags);
 // One line on stderr: which feature store serves the data, and whether it was built.
 void print_store(const data::StorePreparation& store);
 // Applies flags that need post-processing (the timestamp unit) to flags.source.read.

@@ -52,6 +52,7 @@ void add_forecast_command(CLI::App& app) {
       std::fprintf(stderr, "%s: %s\n", f.load_model.c_str(), forecaster.int8_kernels().c_str());
     // Only each series' last bars are kept, file by file: a folder of years of bars costs
     // the largest file, not the whole history.
+    f.data.source.read.inputs = forecaster.inputs();
     auto bars = data::load_latest_bars(f.data.source, static_cast<size_t>(forecaster.min_bars()));
     auto forecasts = forecaster.forecast(bars.series);
     if (!f.output.empty()) {

@@ -36,6 +36,10 @@ void add_make_data_command(CLI::App& app) {
   cmd->add_option("--shift-drift", flags->synthetic.shift_drift,
                   "With --shift-after-bar: a drift per bar, in units of the bar's volatility")
       ->capture_default_str();
+  cmd->add_option("--extra-inputs", flags->synthetic.extra_inputs,
+                  "Extra real columns to try declared inputs on: lead_signal (leads the next return), event_flag "
+                  "(a known schedule of volatile releases), then f00, f01, ... (noise); see docs/DATA.md")
+      ->capture_default_str();
   cmd->callback([flags] {
     const auto& out = flags->output;
     if (out.ends_with("/") || data::is_directory(out)) {

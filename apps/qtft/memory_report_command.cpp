@@ -117,6 +117,7 @@ void add_memory_report_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("memory-report",
                                  "Memory of one training step without and with activation checkpointing, measured");
   add_bar_source_flags(*cmd, flags->data);
+  add_input_flags(*cmd, flags->data);
   add_window_flags(*cmd, flags->data);
   add_model_flags(*cmd, flags->model);
   cmd->add_flag("--use-qat", flags->qat.use_qat, "Quantization-aware training: fake-quantized weights and activations");

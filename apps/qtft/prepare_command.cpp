@@ -23,6 +23,7 @@ void add_prepare_command(CLI::App& app) {
                                  "Build the feature store of a dataset (done by train when missing): features, targets "
                                  "and splits as memory-mapped arrays, in one streaming pass");
   add_bar_source_flags(*cmd, flags->data);
+  add_input_flags(*cmd, flags->data);
   add_window_flags(*cmd, flags->data);
   cmd->add_option("--load-model", flags->load_model,
                   "Prepare for this model (its features, windows and splits), as evaluate and predict will use it")

@@ -14,6 +14,7 @@ namespace qtft::cli {
 
 void add_train_flags(CLI::App& cmd, TrainFlags& f) {
   add_bar_source_flags(cmd, f.data);
+  add_input_flags(cmd, f.data);
   add_window_flags(cmd, f.data);
   add_model_flags(cmd, f.model);
   add_qat_flags(cmd, f.qat);

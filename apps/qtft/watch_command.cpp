@@ -12,6 +12,7 @@
 #include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/data/bar_source.h"
+#include "qtft/data/feature_store.h"
 #include "qtft/eval/drift_watch.h"
 #include "qtft/io/atomic_file.h"
 #include "run_flags.h"
@@ -61,7 +62,7 @@ void add_watch_command(CLI::App& app) {
     }
     std::optional<artifact::LoadedModel> reference;
     if (!f.reference.empty()) reference = artifact::load_model(f.reference, f.drift.device);
-    const auto bars = data::load_bars(f.data.source);
+    const auto bars = data::load_bars(data::with_model_inputs(f.data.source, model.file.features));
     const auto report = eval::watch_drift(model, bars, f.drift, reference ? &*reference : nullptr, f.reference);
     std::printf("%s on %s (the newer half of each series' bars):\n%s", f.load_model.c_str(),
                 data::describe_source(f.data.source).c_str(), eval::format_drift_report(report).c_str());

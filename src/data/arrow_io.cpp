@@ -60,6 +60,23 @@ std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path) {
   });
 }
 
+void read_parquet_batches(const std::string& path,
+                          const std::function<void(const arrow::Table& batch, int64_t first_row)>& use) {
+  with_parquet_reader(path, [&](parquet::arrow::FileReader& reader) {
+    auto batches = unwrap(reader.GetRecordBatchReader(), path, "cannot read Parquet data");
+    int64_t first_row = 0;
+    for (;;) {
+      auto batch = unwrap(batches->Next(), path, "cannot read Parquet data");
+      if (!batch) break;
+      if (batch->num_rows() == 0) continue;
+      const auto table = unwrap(arrow::Table::FromRecordBatches({batch}), path, "cannot read Parquet data");
+      use(*table, first_row);
+      first_row += batch->num_rows();
+    }
+    return first_row;
+  });
+}
+
 std::shared_ptr<arrow::Schema> read_parquet_schema(const std::string& path) {
   return with_parquet_reader(path, [&](parquet::arrow::FileReader& reader) {
     std::shared_ptr<arrow::Schema> schema;
@@ -101,8 +118,13 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
   arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::NANO, "UTC"), arrow::default_memory_pool());
   arrow::StringBuilder symbol;
   arrow::DoubleBuilder open, high, low, close, volume;
+  std::vector<arrow::DoubleBuilder> declared(bars.declared.observed.size() + bars.declared.known.size());
   const std::string where = "writing bars";
   for (const auto& s : bars.series) {
+    if (s.declared_observed.size() != bars.declared.observed.size() ||
+        s.declared_known.size() != bars.declared.known.size()) {
+      throw Error(where + ": symbol '" + s.symbol + "' lacks some of the declared input columns");
+    }
     for (size_t i = 0; i < s.size(); ++i) {
       check(ts.Append(s.timestamp_ns[i]), where, "timestamp");
       check(symbol.Append(s.symbol), where, "symbol");
@@ -113,6 +135,10 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
         check(low.Append(s.low[i]), where, "low");
       }
       if (bars.has_volume) check(volume.Append(s.volume[i]), where, "volume");
+      size_t c = 0;
+      for (const auto* columns : {&s.declared_observed, &s.declared_known}) {
+        for (const auto& column : *columns) check(declared[c++].Append(column[i]), where, "a declared input");
+      }
     }
   }
   std::vector<std::shared_ptr<arrow::Field>> fields;
@@ -131,6 +157,10 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
   }
   add("close", close);
   if (bars.has_volume) add("volume", volume);
+  size_t c = 0;
+  for (const auto* names : {&bars.declared.observed, &bars.declared.known}) {
+    for (const auto& name : *names) add(name, declared[c++]);
+  }
   return arrow::Table::Make(arrow::schema(fields), arrays);
 }
 

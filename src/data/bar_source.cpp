@@ -1,7 +1,11 @@
 #include "qtft/data/bar_source.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 
+#include "qtft/common/detail/fingerprint.h"
 #include "qtft/common/error.h"
 #include "qtft/data/parquet_dataset.h"
 
@@ -14,6 +18,11 @@ BarSet load_bars(const BarSource& source) {
   if (source.is_dataset_folder()) return read_bars_parquet_dataset(source.parquet_file, source.read);
   if (!source.parquet_file.empty()) return read_bars_parquet(source.parquet_file, source.read);
   if (!source.csv_file.empty()) return read_bars_csv(source.csv_file, source.read);
+  if (!source.read.inputs.empty()) {
+    throw UsageError(
+        "--observed and --known declare columns of a file, and the embedded data has bars only: write "
+        "it with its extra columns (qtft make-data --extra-inputs K --output F.parquet) and train on F");
+  }
   return generate_synthetic_bars(source.synthetic);
 }
 
@@ -26,10 +35,48 @@ BarSet load_latest_bars(const BarSource& source, size_t keep) {
 
 bool BarSource::is_dataset_folder() const { return !parquet_file.empty() && is_directory(parquet_file); }
 
+namespace {
+
+std::filesystem::path store_next_to(const std::string& folder) { return std::filesystem::path(folder) / "_qtft_store"; }
+
+// A read-only data folder (a shared mount, another user's files) keeps its stores in the
+// user's cache, one folder per data folder.
+bool stores_in_user_cache(const std::string& folder) {
+  std::error_code ec;
+  return !std::filesystem::exists(store_next_to(folder), ec) && ::access(folder.c_str(), W_OK) != 0;
+}
+
+std::filesystem::path user_cache_store(const std::string& folder) {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  std::filesystem::path cache;
+  if (xdg && *xdg) {
+    cache = xdg;
+  } else if (home && *home) {
+    cache = std::filesystem::path(home) / ".cache";
+  } else {
+    throw Error(folder +
+                ": cannot write a feature store next to the data, and neither XDG_CACHE_HOME nor HOME is set: "
+                "give --feature-store DIR");
+  }
+  auto absolute = std::filesystem::absolute(folder).lexically_normal();
+  if (absolute.filename().empty()) absolute = absolute.parent_path();  // "bars/" is "bars"
+  return cache / "qtft" / "stores" / (absolute.filename().string() + "-" + fnv1a64_hex(absolute.string()));
+}
+
+}  // namespace
+
 std::string BarSource::feature_store_folder() const {
   if (in_memory || uses_embedded_data()) return "";
   if (!feature_store.empty()) return feature_store;
-  return is_dataset_folder() ? (std::filesystem::path(parquet_file) / "_qtft_store").string() : "";
+  if (!is_dataset_folder()) return "";
+  return (stores_in_user_cache(parquet_file) ? user_cache_store(parquet_file) : store_next_to(parquet_file)).string();
+}
+
+std::string BarSource::feature_store_note() const {
+  if (in_memory || uses_embedded_data() || !feature_store.empty() || !is_dataset_folder()) return "";
+  if (!stores_in_user_cache(parquet_file)) return "";
+  return parquet_file + " is not writable, so its feature store is in the user's cache";
 }
 
 std::string describe_source(const BarSource& source) {

@@ -26,6 +26,12 @@ void append_bars(BarSeries& to, const BarSeries& from) {
   append(to.low, from.low);
   append(to.close, from.close);
   append(to.volume, from.volume);
+  auto append_columns = [&](auto& a, const auto& b) {
+    if (a.empty()) a.resize(b.size());
+    for (size_t c = 0; c < b.size(); ++c) append(a[c], b[c]);
+  };
+  append_columns(to.declared_observed, from.declared_observed);
+  append_columns(to.declared_known, from.declared_known);
 }
 
 BarSeries slice_bars(const BarSeries& s, size_t begin, size_t end) {
@@ -46,6 +52,8 @@ BarSeries slice_bars(const BarSeries& s, size_t begin, size_t end) {
   out.low = slice(s.low);
   out.close = slice(s.close);
   out.volume = slice(s.volume);
+  for (const auto& column : s.declared_observed) out.declared_observed.push_back(slice(column));
+  for (const auto& column : s.declared_known) out.declared_known.push_back(slice(column));
   return out;
 }
 
@@ -67,6 +75,8 @@ void validate_series(const BarSeries& s, const std::string& source) {
   check_length(s.high, "high", true);
   check_length(s.low, "low", true);
   check_length(s.volume, "volume", true);
+  for (const auto& column : s.declared_observed) check_length(column, "a declared observed input", false);
+  for (const auto& column : s.declared_known) check_length(column, "a declared known input", false);
   if (s.open.empty() != s.high.empty() || s.open.empty() != s.low.empty()) {
     throw Error(where + ": has only some of open, high and low; give all three or none (close-only bars)");
   }
@@ -94,6 +104,13 @@ void validate_series(const BarSeries& s, const std::string& source) {
     if (!s.volume.empty()) {
       if (!std::isfinite(s.volume[i])) fail(i, "volume " + format_number(s.volume[i]) + " is not finite");
       if (s.volume[i] < 0) fail(i, "volume " + format_number(s.volume[i]) + " is negative");
+    }
+    for (const auto* columns : {&s.declared_observed, &s.declared_known}) {
+      for (size_t c = 0; c < columns->size(); ++c) {
+        const double v = (*columns)[c][i];
+        if (!std::isfinite(v))
+          fail(i, "declared input " + std::to_string(c + 1) + " " + format_number(v) + " is not finite");
+      }
     }
   }
 }

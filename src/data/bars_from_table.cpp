@@ -22,9 +22,10 @@ struct Column {
   std::string source;
   std::string name;
   const arrow::ChunkedArray* array = nullptr;
+  int64_t first_row = 0;  // the table's first row in the file (a batch of a larger file)
 
   [[noreturn]] void fail_at(int64_t row, const std::string& what) const {
-    throw Error(source + ": column '" + name + "', row " + std::to_string(row + 1) + ": " + what);
+    throw Error(source + ": column '" + name + "', row " + std::to_string(first_row + row + 1) + ": " + what);
   }
   [[noreturn]] void fail(const std::string& what) const { throw Error(source + ": column '" + name + "': " + what); }
   void reject_nulls() const {
@@ -256,6 +257,76 @@ const arrow::ChunkedArray* find_column(const arrow::Table& table, const std::str
   return column ? column.get() : nullptr;
 }
 
+// A declared input column: numbers, nulls allowed (the reader decides what they mean).
+struct DeclaredColumn {
+  Column col;
+  std::vector<double> values;
+  std::vector<uint8_t> valid;
+};
+
+template <class ArrowType>
+void copy_nullable(const Column& col, std::vector<double>& out, std::vector<uint8_t>& valid) {
+  for_each_chunk<arrow::NumericArray<ArrowType>>(col, [&](const auto& a, int64_t offset) {
+    for (int64_t i = 0; i < a.length(); ++i) {
+      valid[offset + i] = a.IsValid(i);
+      out[offset + i] = a.IsValid(i) ? static_cast<double>(a.Value(i)) : 0.0;
+    }
+  });
+}
+
+DeclaredColumn declared_column(const arrow::Table& table, const std::string& source, const std::string& name,
+                               int64_t first_row) {
+  DeclaredColumn d{Column{source, name, find_column(table, name), first_row}, {}, {}};
+  const auto n = static_cast<size_t>(d.col.array->length());
+  d.values.resize(n);
+  d.valid.resize(n);
+  switch (d.col.array->type()->id()) {
+    case arrow::Type::DOUBLE: copy_nullable<arrow::DoubleType>(d.col, d.values, d.valid); break;
+    case arrow::Type::FLOAT: copy_nullable<arrow::FloatType>(d.col, d.values, d.valid); break;
+    case arrow::Type::INT64: copy_nullable<arrow::Int64Type>(d.col, d.values, d.valid); break;
+    case arrow::Type::INT32: copy_nullable<arrow::Int32Type>(d.col, d.values, d.valid); break;
+    case arrow::Type::INT16: copy_nullable<arrow::Int16Type>(d.col, d.values, d.valid); break;
+    case arrow::Type::INT8: copy_nullable<arrow::Int8Type>(d.col, d.values, d.valid); break;
+    case arrow::Type::UINT64: copy_nullable<arrow::UInt64Type>(d.col, d.values, d.valid); break;
+    case arrow::Type::UINT32: copy_nullable<arrow::UInt32Type>(d.col, d.values, d.valid); break;
+    case arrow::Type::UINT16: copy_nullable<arrow::UInt16Type>(d.col, d.values, d.valid); break;
+    case arrow::Type::UINT8: copy_nullable<arrow::UInt8Type>(d.col, d.values, d.valid); break;
+    case arrow::Type::BOOL:
+      for_each_chunk<arrow::BooleanArray>(d.col, [&](const auto& a, int64_t offset) {
+        for (int64_t i = 0; i < a.length(); ++i) {
+          d.valid[offset + i] = a.IsValid(i);
+          d.values[offset + i] = a.IsValid(i) && a.Value(i) ? 1.0 : 0.0;
+        }
+      });
+      break;
+    default:
+      d.col.fail("has type " + d.col.array->type()->ToString() +
+                 ", expected a number (a real input; text columns are categorical inputs)");
+  }
+  for (size_t r = 0; r < n; ++r) {
+    if (d.valid[r] && !std::isfinite(d.values[r]))
+      d.col.fail_at(static_cast<int64_t>(r), "value " + format_number(d.values[r]) + " is not finite");
+  }
+  return d;
+}
+
+std::vector<DeclaredColumn> declared_columns(const arrow::Table& table, const std::string& source,
+                                             const DeclaredColumns& declared, int64_t first_row) {
+  std::vector<DeclaredColumn> out;
+  for (const auto* names : {&declared.observed, &declared.known}) {
+    for (const auto& name : *names) out.push_back(declared_column(table, source, name, first_row));
+  }
+  return out;
+}
+
+// Where each series stands with its declared inputs: still in the warm-up of nulls (its bars
+// dropped), or begun at a row, with the last values for forward-fill.
+struct DeclaredState {
+  bool begun = false;
+  int64_t first_row = -1;  // -1: begun in an earlier part of the source
+  std::vector<double> last;
+};
+
 std::string column_list(const arrow::Table& table) {
   std::string out;
   for (const auto& f : table.schema()->fields()) out += (out.empty() ? "" : ", ") + f->name();
@@ -264,7 +335,20 @@ std::string column_list(const arrow::Table& table) {
 
 }  // namespace
 
-BarSet bars_from_table(const arrow::Table& table, const std::string& source, const BarReadOptions& options) {
+DeclaredColumns resolve_declared_inputs(const arrow::Schema& schema, const BarReadOptions& options,
+                                        const std::string& source) {
+  const auto& names = options.columns;
+  std::vector<std::string> columns;
+  for (const auto& f : schema.fields()) columns.push_back(f->name());
+  // The close column as bars_from_table picks it: 'price' stands in for an absent 'close'.
+  const bool price = names.close == "close" && !schema.GetFieldByName("close") && schema.GetFieldByName("price");
+  return resolve_inputs(options.inputs, columns,
+                        {names.open, names.high, names.low, price ? "price" : names.close, names.volume},
+                        {names.timestamp, names.symbol}, source);
+}
+
+BarSet bars_from_table(const arrow::Table& table, const std::string& source, const BarReadOptions& options,
+                       DeclaredCarry* carry, int64_t first_row) {
   const auto& names = options.columns;
   if (table.num_rows() == 0) throw Error(source + ": the file holds no rows");
   // Arrow finds no column by a name that two columns share; say so rather than "missing".
@@ -280,9 +364,9 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
     if (!col) {
       throw Error(source + ": missing " + role + " column '" + name + "' (columns: " + column_list(table) + ")");
     }
-    return Column{source, name, col};
+    return Column{source, name, col, first_row};
   };
-  auto optional = [&](const std::string& name) { return Column{source, name, find_column(table, name)}; };
+  auto optional = [&](const std::string& name) { return Column{source, name, find_column(table, name), first_row}; };
 
   Column ts_col = require(names.timestamp, "timestamp");
   Column close_col = optional(names.close);
@@ -301,6 +385,9 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
   bars.source = source;
   bars.has_range = range_columns == 3;
   bars.has_volume = volume_col.array != nullptr;
+  bars.declared = resolve_declared_inputs(*table.schema(), options, source);
+  const auto declared = declared_columns(table, source, bars.declared, first_row);
+  const size_t n_observed = bars.declared.observed.size();
 
   auto ts = timestamp_values(ts_col, options.epoch_unit);
   auto close = numeric_values(close_col);
@@ -339,9 +426,24 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
         series.low.reserve(rows[s]);
       }
       if (bars.has_volume) series.volume.reserve(rows[s]);
+      series.declared_observed.resize(n_observed);
+      for (auto& column : series.declared_observed) column.reserve(rows[s]);
+      series.declared_known.resize(declared.size() - n_observed);
+      for (auto& column : series.declared_known) column.reserve(rows[s]);
     }
   }
   std::vector<int64_t> last_row(symbols.names.size(), -1);
+  std::vector<DeclaredState> state(symbols.names.size());
+  if (carry) {
+    for (size_t s = 0; s < symbols.names.size(); ++s) {
+      auto it = carry->last.find(symbols.names[s]);
+      if (it != carry->last.end() && it->second.size() == declared.size()) state[s] = {true, -1, it->second};
+    }
+  }
+  const bool forward_fill = bars.declared.missing == MissingValues::ForwardFill;
+  auto has_null = [&](size_t r) {
+    return std::any_of(declared.begin(), declared.end(), [&](const DeclaredColumn& d) { return !d.valid[r]; });
+  };
 
   auto check_price = [](const Column& col, int64_t row, double v) {
     if (!std::isfinite(v)) col.fail_at(row, "value " + format_number(v) + " is not finite");
@@ -369,6 +471,27 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
     }
     auto code = static_cast<size_t>(symbols.codes[r]);
     auto& series = bars.series[code];
+    auto& st = state[code];
+    if (!declared.empty() && !st.begun) {
+      // A rolling feature's warm-up: the series starts at its first complete row.
+      if (has_null(r)) {
+        ++bars.leading_null_rows;
+        continue;
+      }
+      st = {true, row, std::vector<double>(declared.size())};
+    }
+    for (size_t c = 0; c < declared.size(); ++c) {
+      const auto& d = declared[c];
+      if (d.valid[r]) {
+        st.last[c] = d.values[r];
+      } else if (!forward_fill) {
+        const std::string since =
+            st.first_row >= 0 ? "row " + std::to_string(first_row + st.first_row + 1) : "an earlier file";
+        d.col.fail_at(row, "null value inside symbol '" + series.symbol +
+                               "', whose declared inputs are complete since " + since +
+                               ": give --missing forward-fill to carry the previous value forward");
+      }
+    }
     if (last_row[code] >= 0) {
       int64_t prev = series.timestamp_ns.back();
       if (ts[r] <= prev) {
@@ -386,6 +509,15 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
       series.low.push_back(low[r]);
     }
     if (bars.has_volume) series.volume.push_back(volume[r]);
+    for (size_t c = 0; c < declared.size(); ++c) {
+      auto& column = c < n_observed ? series.declared_observed[c] : series.declared_known[c - n_observed];
+      column.push_back(st.last[c]);
+    }
+  }
+  if (carry) {
+    for (size_t s = 0; s < symbols.names.size(); ++s) {
+      if (state[s].begun) carry->last[symbols.names[s]] = state[s].last;
+    }
   }
   return bars;
 }

@@ -49,7 +49,8 @@ std::vector<std::string> names_of(const std::vector<FeatureStats>& stats) {
   return names;
 }
 
-void check_spec_matches(bool has_range, bool has_volume, const std::string& source, const FeatureSpec& spec) {
+void check_spec_matches(bool has_range, bool has_volume, const DeclaredColumns& declared, const std::string& source,
+                        const FeatureSpec& spec) {
   check_feature_names(spec, source + ": the model");
   // A file may carry more columns than the model uses (volume, say); it may not carry fewer.
   if (spec_uses_range(spec) && !has_range) {
@@ -59,6 +60,13 @@ void check_spec_matches(bool has_range, bool has_volume, const std::string& sour
   }
   if (spec_uses_volume(spec) && !has_volume) {
     throw Error(source + ": the model was trained on bars with volume (input log_volume) but this file has none");
+  }
+  const auto observed = input_names(spec.observed, InputSource::Column);
+  const auto known = input_names(spec.known, InputSource::Column);
+  if (declared.observed != observed || declared.known != known || declared.missing != spec.missing) {
+    throw Error(source + ": the model reads the declared columns observed [" + join(observed) + "], known [" +
+                join(known) + "] but the bars were read with observed [" + join(declared.observed) + "], known [" +
+                join(declared.known) + "]");
   }
 }
 
@@ -75,12 +83,13 @@ void normalize_into(const std::vector<double>& raw, const std::vector<FeatureSta
 
 struct SpecFitter::Moments : data::Moments {};
 
-SpecFitter::SpecFitter(bool has_range, bool has_volume, const DatasetOptions& options)
+SpecFitter::SpecFitter(bool has_range, bool has_volume, const DeclaredColumns& declared, const DatasetOptions& options)
     : has_range_(has_range),
       has_volume_(has_volume),
+      declared_(declared),
       options_(options),
-      observed_count_(observed_feature_names(has_range, has_volume).size()),
-      known_count_(known_feature_names().size()) {
+      observed_count_(observed_feature_names(has_range, has_volume).size() + declared.observed.size()),
+      known_count_(known_feature_names().size() + declared.known.size()) {
   moments_ = std::make_unique<Moments[]>(observed_count_ + known_count_ + 1);
   raw_ = std::make_unique<RawFeatures>();
 }
@@ -94,6 +103,11 @@ void SpecFitter::add(const BarSeries& s) {
   // series' doubles at a time, which matters for files of millions of bars.
   RawFeatures& raw = *raw_;
   compute_raw_features(s, has_range_, has_volume_, raw);
+  if (raw.observed_width != observed_count_ || raw.known_width != known_count_) {
+    throw Error("symbol '" + s.symbol + "': carries " + std::to_string(s.declared_observed.size()) + " observed and " +
+                std::to_string(s.declared_known.size()) + " known declared columns, the other series " +
+                std::to_string(declared_.observed.size()) + " and " + std::to_string(declared_.known.size()));
+  }
   auto rows = static_cast<int64_t>(raw.log_return.size());
   int64_t train_end = split_bounds(rows, options_)[1];
   Moments* observed = moments_.get();
@@ -109,27 +123,40 @@ void SpecFitter::add(const BarSeries& s) {
 FeatureSpec SpecFitter::finish() const {
   FeatureSpec spec;
   spec.symbols = symbols_;
-  const auto observed_names = observed_feature_names(has_range_, has_volume_);
-  const auto known_names = known_feature_names();
+  spec.missing = declared_.missing;
+  // Derived inputs first, then the declared columns, as compute_raw_features lays out a row.
+  auto names_and_sources = [](std::vector<std::string> derived, const std::vector<std::string>& columns) {
+    std::vector<std::pair<std::string, InputSource>> out;
+    for (auto& name : derived) out.emplace_back(std::move(name), InputSource::Derived);
+    for (const auto& name : columns) out.emplace_back(name, InputSource::Column);
+    return out;
+  };
+  const auto observed_names = names_and_sources(observed_feature_names(has_range_, has_volume_), declared_.observed);
+  const auto known_names = names_and_sources(known_feature_names(), declared_.known);
   const Moments* observed = moments_.get();
   const Moments* known = observed + observed_count_;
   for (size_t j = 0; j < observed_count_; ++j) {
-    spec.observed.push_back({observed_names[j], observed[j].mean, observed[j].std_or_one()});
+    const auto& [name, source] = observed_names[j];
+    spec.observed.push_back({name, observed[j].mean, observed[j].std_or_one(), source});
   }
-  for (size_t j = 0; j < known_count_; ++j)
-    spec.known.push_back({known_names[j], known[j].mean, known[j].std_or_one()});
+  for (size_t j = 0; j < known_count_; ++j) {
+    const auto& [name, source] = known_names[j];
+    spec.known.push_back({name, known[j].mean, known[j].std_or_one(), source});
+  }
   spec.target_scale = known[known_count_].std_or_one();
   return spec;
 }
 
-FeaturePlan plan_features(bool has_range, bool has_volume, const FeatureSpec* saved, const std::string& source) {
+FeaturePlan plan_features(bool has_range, bool has_volume, const DeclaredColumns& declared, const FeatureSpec* saved,
+                          const std::string& source) {
   FeaturePlan plan;
+  plan.declared = declared;
   if (!saved) {
     plan.has_range = has_range;
     plan.has_volume = has_volume;
     return plan;
   }
-  check_spec_matches(has_range, has_volume, source, *saved);
+  check_spec_matches(has_range, has_volume, declared, source, *saved);
   plan.spec = *saved;
   plan.saved = true;
   plan.has_range = spec_uses_range(*saved);
@@ -159,6 +186,19 @@ SeriesView view_of(const SeriesFeatures& f) {
           f.known,  f.target,    f.split_bounds, f.first_bar_ns};
 }
 
+InputDeclaration declaration_of(const FeatureSpec& spec) {
+  return {input_names(spec.observed, InputSource::Column), input_names(spec.known, InputSource::Column), spec.missing,
+          /*from_model=*/true};
+}
+
+std::vector<std::string> input_names(const std::vector<FeatureStats>& stats, InputSource source) {
+  std::vector<std::string> names;
+  for (const auto& s : stats) {
+    if (s.source == source) names.push_back(s.name);
+  }
+  return names;
+}
+
 bool spec_uses_range(const FeatureSpec& spec) {
   return std::any_of(spec.observed.begin(), spec.observed.end(), [](const auto& f) { return f.name == "hl_range"; });
 }
@@ -168,13 +208,21 @@ bool spec_uses_volume(const FeatureSpec& spec) {
 }
 
 void check_feature_names(const FeatureSpec& spec, const std::string& where) {
+  // The derived inputs lead each kind, the declared columns follow (compute_raw_features).
+  auto derived_lead = [](const std::vector<FeatureStats>& stats) {
+    return std::is_partitioned(stats.begin(), stats.end(),
+                               [](const FeatureStats& s) { return s.source == InputSource::Derived; });
+  };
+  if (!derived_lead(spec.observed) || !derived_lead(spec.known)) {
+    throw Error(where + "'s inputs list a declared column before a derived input");
+  }
   const auto known = known_feature_names();
-  if (known != names_of(spec.known)) {
+  if (known != input_names(spec.known, InputSource::Derived)) {
     throw Error(where + "'s known inputs [" + join(names_of(spec.known)) + "] are not the ones this qtft computes [" +
                 join(known) + "]; models saved before bar_gap became an observed input must be retrained");
   }
   const auto observed = observed_feature_names(spec_uses_range(spec), spec_uses_volume(spec));
-  if (observed != names_of(spec.observed)) {
+  if (observed != input_names(spec.observed, InputSource::Derived)) {
     throw Error(where + "'s observed inputs [" + join(names_of(spec.observed)) +
                 "] are not the ones this qtft computes from such bars [" + join(observed) + "]");
   }
@@ -201,6 +249,11 @@ SeriesFeatures featurize_series(const BarSeries& s, bool has_range, bool has_vol
 void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const FeatureSpec& spec, int64_t symbol_id,
                       RawFeatures& raw, SeriesFeatures& f) {
   compute_raw_features(s, has_range, has_volume, raw);
+  if (raw.observed_width != spec.observed.size() || raw.known_width != spec.known.size()) {
+    throw Error("symbol '" + s.symbol + "': its bars give " + std::to_string(raw.observed_width) + " observed and " +
+                std::to_string(raw.known_width) + " known inputs, the feature spec has " +
+                std::to_string(spec.observed.size()) + " and " + std::to_string(spec.known.size()));
+  }
   f.symbol = s.symbol;
   f.symbol_id = symbol_id;
   f.first_bar_ns = s.size() > 0 ? s.timestamp_ns.front() : 0;
@@ -217,6 +270,10 @@ void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const
 }
 
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec) {
+  if (const auto declared = input_names(spec.known, InputSource::Column); !declared.empty()) {
+    throw Error("the model reads the declared known column '" + declared.front() +
+                "', whose values at future bars are data, not a function of their timestamps");
+  }
   std::vector<double> raw;
   raw.reserve(timestamps_ns.size() * spec.known.size());
   for (int64_t t : timestamps_ns) append_known_features(t, raw);
@@ -252,9 +309,9 @@ Dataset Dataset::build(const BarSet& bars, const DatasetOptions& options, const 
 
 Dataset Dataset::assemble(const BarSet& bars, const DatasetOptions& options, const FeatureSpec* saved) {
   options.validate();
-  FeaturePlan plan = plan_features(bars.has_range, bars.has_volume, saved, bars.source);
+  FeaturePlan plan = plan_features(bars.has_range, bars.has_volume, bars.declared, saved, bars.source);
   if (!saved) {
-    SpecFitter fitter(plan.has_range, plan.has_volume, options);
+    SpecFitter fitter(plan.has_range, plan.has_volume, plan.declared, options);
     for (const auto& s : bars.series) fitter.add(s);
     plan.spec = fitter.finish();
   }
@@ -265,7 +322,9 @@ Dataset Dataset::assemble(const BarSet& bars, const DatasetOptions& options, con
   }
   std::vector<SeriesView> views;
   for (const auto& f : *owned) views.push_back(view_of(f));
-  return over(options, std::move(plan.spec), bars.source, std::move(views), std::move(owned));
+  Dataset d = over(options, std::move(plan.spec), bars.source, std::move(views), std::move(owned));
+  d.set_notes({bars.declared.unused, bars.leading_null_rows});
+  return d;
 }
 
 Dataset Dataset::over(const DatasetOptions& options, FeatureSpec spec, std::string source,

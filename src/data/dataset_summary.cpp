@@ -7,9 +7,26 @@
 namespace qtft::data {
 namespace {
 
-std::string names(const std::vector<FeatureStats>& stats) {
+// A desk's hundreds of contracts or inputs would fill the screen: lists stop at this many.
+constexpr size_t kListed = 12;
+
+std::string listed(const std::vector<std::string>& names) {
   std::string out;
-  for (const auto& s : stats) out += (out.empty() ? "" : ", ") + s.name;
+  for (size_t i = 0; i < names.size() && i < kListed; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > kListed) out += ", and " + std::to_string(names.size() - kListed) + " more";
+  return out;
+}
+
+std::string names(const std::vector<FeatureStats>& stats) {
+  std::vector<std::string> all;
+  for (const auto& s : stats) all.push_back(s.name);
+  return listed(all);
+}
+
+std::string count_of(const std::vector<FeatureStats>& stats, const char* kind) {
+  const auto declared = input_names(stats, InputSource::Column).size();
+  std::string out = std::to_string(stats.size()) + " " + kind;
+  if (declared > 0) out += " (" + std::to_string(declared) + " declared)";
   return out;
 }
 
@@ -31,7 +48,6 @@ std::string summarize_dataset(const Dataset& dataset) {
   std::string out;
   out += "  rows: " + std::to_string(bars) + " bars, " + std::to_string(series.size()) + " symbol" +
          (series.size() == 1 ? "" : "s") + " (";
-  constexpr size_t kListed = 12;  // a desk's hundreds of contracts would fill the screen
   for (size_t i = 0; i < series.size() && i < kListed; ++i) {
     out += (i ? ", " : "") + series[i].symbol + ": " + std::to_string(series[i].rows() + 1);
   }
@@ -42,6 +58,19 @@ std::string summarize_dataset(const Dataset& dataset) {
            format_utc(series.front().timestamp_ns.back()) + " (first symbol)\n";
   }
   out += "  inputs: observed [" + names(spec.observed) + "], known [" + names(spec.known) + "], static [symbol]\n";
+  if (!input_names(spec.observed, InputSource::Column).empty() || !input_names(spec.known, InputSource::Column).empty())
+    out += "  input counts: " + count_of(spec.observed, "observed") + ", " + count_of(spec.known, "known") +
+           ", 1 static\n";
+  const auto& notes = dataset.notes();
+  if (!notes.unused_columns.empty()) {
+    const auto n = notes.unused_columns.size();
+    out += "  not used: " + std::to_string(n) + " column" + (n == 1 ? "" : "s") + ": " + listed(notes.unused_columns) +
+           "\n";
+  }
+  if (notes.leading_null_rows > 0) {
+    out += "  dropped: " + std::to_string(notes.leading_null_rows) +
+           " leading bars whose declared inputs were still null (a warm-up), counted over every series\n";
+  }
   out += "  target: next " + std::to_string(o.horizon) + " one-bar log returns (scaled by " +
          format_number(spec.target_scale) + ", the training split's std)\n";
   out += "  windows (encoder " + std::to_string(o.encoder_length) + ", horizon " + std::to_string(o.horizon) +
@@ -49,8 +78,13 @@ std::string summarize_dataset(const Dataset& dataset) {
          std::to_string(dataset.num_windows(Split::Validation)) + ", test " +
          std::to_string(dataset.num_windows(Split::Test)) + "\n";
   out += "  normalization (training split only):\n";
-  for (const auto& s : spec.observed) out += stats_line(s);
-  for (const auto& s : spec.known) out += stats_line(s);
+  // Every input's line up to a screenful; the model file and the store hold them all.
+  constexpr size_t kStatsLines = 32;
+  size_t shown = 0;
+  for (const auto* kind : {&spec.observed, &spec.known}) {
+    for (const auto& s : *kind) out += shown++ < kStatsLines ? stats_line(s) : "";
+  }
+  if (shown > kStatsLines) out += "    and " + std::to_string(shown - kStatsLines) + " more inputs\n";
   return out;
 }
 

@@ -7,16 +7,28 @@
 namespace qtft::data {
 namespace {
 
+// A derived input is written as before declared columns existed, so that a spec of derived
+// inputs alone (every model saved before) reads and writes the same text.
 nlohmann::json stats_json(const std::vector<FeatureStats>& stats) {
   auto out = nlohmann::json::array();
-  for (const auto& s : stats) out.push_back({{"name", s.name}, {"mean", s.mean}, {"std", s.std}});
+  for (const auto& s : stats) {
+    nlohmann::json entry{{"name", s.name}, {"mean", s.mean}, {"std", s.std}};
+    if (s.source == InputSource::Column) entry["source"] = "column";
+    out.push_back(std::move(entry));
+  }
   return out;
 }
 
 std::vector<FeatureStats> stats_from(const nlohmann::json& json) {
   std::vector<FeatureStats> out;
-  for (const auto& s : json)
-    out.push_back({s.at("name").get<std::string>(), s.at("mean").get<double>(), s.at("std").get<double>()});
+  for (const auto& s : json) {
+    const auto source = s.value("source", std::string("derived"));
+    if (source != "derived" && source != "column") {
+      throw Error("model file: malformed feature spec: input source '" + source + "' (expected derived or column)");
+    }
+    out.push_back({s.at("name").get<std::string>(), s.at("mean").get<double>(), s.at("std").get<double>(),
+                   source == "column" ? InputSource::Column : InputSource::Derived});
+  }
   return out;
 }
 
@@ -33,10 +45,12 @@ auto parse_or_throw(const char* what, F&& f) {
 
 // Doubles go through nlohmann's shortest round-trip printing, so statistics reload bit-exact.
 nlohmann::json to_json(const FeatureSpec& spec) {
-  return {{"observed", stats_json(spec.observed)},
-          {"known", stats_json(spec.known)},
-          {"symbols", spec.symbols},
-          {"target_scale", spec.target_scale}};
+  nlohmann::json out{{"observed", stats_json(spec.observed)},
+                     {"known", stats_json(spec.known)},
+                     {"symbols", spec.symbols},
+                     {"target_scale", spec.target_scale}};
+  if (spec.missing == MissingValues::ForwardFill) out["missing"] = "forward-fill";
+  return out;
 }
 
 FeatureSpec feature_spec_from_json(const nlohmann::json& json) {
@@ -46,6 +60,10 @@ FeatureSpec feature_spec_from_json(const nlohmann::json& json) {
     spec.known = stats_from(json.at("known"));
     spec.symbols = json.at("symbols").get<std::vector<std::string>>();
     spec.target_scale = json.at("target_scale").get<double>();
+    const auto missing = json.value("missing", std::string("error"));
+    if (missing != "error" && missing != "forward-fill")
+      throw Error("model file: malformed feature spec: missing '" + missing + "' (expected error or forward-fill)");
+    spec.missing = missing == "forward-fill" ? MissingValues::ForwardFill : MissingValues::Error;
     return spec;
   });
 }

@@ -22,6 +22,7 @@
 
 #include "qtft/common/detail/fingerprint.h"
 #include "qtft/common/error.h"
+#include "qtft/data/arrow_bars.h"
 #include "qtft/data/detail/feature_spec_json.h"
 #include "qtft/data/detail/features.h"
 #include "qtft/data/parquet_dataset.h"
@@ -95,17 +96,35 @@ class ArrayWriter {
 
 // ---- what a store is built from ----
 
-json read_options_json(const BarReadOptions& r) {
+// `declared`: the declaration resolved against the source's columns, so that a glob and the
+// names it matches (a model's spec) are one store.
+json read_options_json(const BarReadOptions& r, const DeclaredColumns& declared) {
   const auto& c = r.columns;
-  return {{"timestamp", c.timestamp},
-          {"open", c.open},
-          {"high", c.high},
-          {"low", c.low},
-          {"close", c.close},
-          {"volume", c.volume},
-          {"symbol", c.symbol},
-          {"symbol_name", r.symbol},
-          {"epoch_unit", static_cast<int>(r.epoch_unit)}};
+  json out{{"timestamp", c.timestamp},
+           {"open", c.open},
+           {"high", c.high},
+           {"low", c.low},
+           {"close", c.close},
+           {"volume", c.volume},
+           {"symbol", c.symbol},
+           {"symbol_name", r.symbol},
+           {"epoch_unit", static_cast<int>(r.epoch_unit)}};
+  // Only when declared: stores of derived inputs keep the fingerprints they had.
+  if (!declared.empty()) {
+    out["inputs"] = {{"observed", declared.observed}, {"known", declared.known}};
+    if (declared.missing == MissingValues::ForwardFill) out["inputs"]["missing"] = "forward-fill";
+  }
+  return out;
+}
+
+// The source's column names resolved against its declaration (the first file of a folder:
+// every file has its columns).
+DeclaredColumns declared_columns(const BarSource& source) {
+  if (source.read.inputs.empty()) return {};
+  if (!source.csv_file.empty()) return load_bars(source).declared;
+  std::string file = source.parquet_file;
+  if (source.is_dataset_folder()) file = list_parquet_dataset(source.parquet_file, source.read).front().path;
+  return resolve_declared_inputs(*read_parquet_schema(file), source.read, file);
 }
 
 json file_json(const std::string& path, const fs::path& relative_to, int64_t size, int64_t mtime) {
@@ -141,12 +160,13 @@ std::string absolute_source(const BarSource& source) {
 }
 
 // `files`: source_files(source), listed once by callers that need several fingerprints.
-json fingerprint(const BarSource& source, const json& files, const DatasetOptions& options, const FeatureSpec* saved) {
+json fingerprint(const BarSource& source, const json& files, const DeclaredColumns& declared,
+                 const DatasetOptions& options, const FeatureSpec* saved) {
   return {{"version", kFormatVersion},
           {"source", absolute_source(source)},
           {"format", source.parquet_file.empty() ? "csv" : "parquet"},
           {"files", files},
-          {"columns", read_options_json(source.read)},
+          {"columns", read_options_json(source.read, declared)},
           {"windows", to_json(options)},
           {"saved_spec", saved ? to_json(*saved) : json(nullptr)}};
 }
@@ -237,6 +257,7 @@ Dataset dataset_over(std::shared_ptr<MappedStore> store, const std::string& path
   DatasetOptions options;
   FeatureSpec spec;
   std::vector<SeriesView> views;
+  ReadNotes notes;
   try {
     options = dataset_options_from_json(index.at("windows"));
     spec = feature_spec_from_json(index.at("spec"));
@@ -260,12 +281,16 @@ Dataset dataset_over(std::shared_ptr<MappedStore> store, const std::string& path
       v.target = array_at<float>(*store, e, "target", rows, path);
       views.push_back(std::move(v));
     }
+    notes.unused_columns = index.value("unused_columns", std::vector<std::string>{});
+    notes.leading_null_rows = index.value("leading_null_rows", int64_t{0});
   } catch (const json::exception& e) {
     corrupt(path, std::string("index: ") + e.what());
   }
   const std::string source = index.at("fingerprint").value("source", path);
   auto reader = [store = store.get()](const void* from, size_t bytes, void* to) { store->read(from, bytes, to); };
-  return Dataset::over(options, std::move(spec), source, std::move(views), std::move(store), reader);
+  Dataset d = Dataset::over(options, std::move(spec), source, std::move(views), std::move(store), reader);
+  d.set_notes(std::move(notes));
+  return d;
 }
 
 // ---- building a store ----
@@ -275,10 +300,13 @@ struct SpilledChunk {
   size_t series = 0;
   uint64_t rows = 0;
   uint64_t timestamp = 0, close = 0, open = 0, high = 0, low = 0, volume = 0;
+  std::vector<uint64_t> declared;  // observed columns, then known
 };
 
 struct Spill {
   bool has_range = false, has_volume = false;
+  DeclaredColumns declared;
+  int64_t leading_null_rows = 0;
   std::vector<std::string> symbols;
   std::vector<SpilledChunk> chunks;
   std::string source;
@@ -297,8 +325,10 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
     if (first) {
       spill.has_range = part.has_range;
       spill.has_volume = part.has_volume;
+      spill.declared = part.declared;
     }
     const auto where = assembly.place(part);
+    spill.leading_null_rows += part.leading_null_rows;
     for (size_t j = 0; j < part.series.size(); ++j) {
       const auto& s = part.series[j];
       SpilledChunk c;
@@ -312,12 +342,24 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
         append_column(out, s.low, c.low);
       }
       if (spill.has_volume) append_column(out, s.volume, c.volume);
-      spill.chunks.push_back(c);
+      for (const auto* columns : {&s.declared_observed, &s.declared_known}) {
+        for (const auto& column : *columns) append_column(out, column, c.declared.emplace_back());
+      }
+      spill.chunks.push_back(std::move(c));
     }
   };
   if (source.is_dataset_folder()) {
     DatasetReader reader(source.parquet_file, source.read);
     for (size_t k = 0; k < reader.files().size(); ++k) take(reader.read(k), k == 0);
+  } else if (!source.parquet_file.empty()) {
+    // Batch by batch, each a part as a folder's file is: one large file costs a batch.
+    DeclaredCarry carry;
+    bool first = true;
+    read_parquet_batches(source.parquet_file, [&](const arrow::Table& batch, int64_t first_row) {
+      take(bars_from_table(batch, source.parquet_file, source.read, &carry, first_row), first);
+      first = false;
+    });
+    if (first) throw Error(source.parquet_file + ": the file holds no rows");
   } else {
     take(load_bars(source), true);
   }
@@ -361,6 +403,14 @@ const BarSeries& spilled_series(const Spill& spill, const SpillReader& file, siz
   }
   s.timestamp_ns.clear();
   s.timestamp_ns.reserve(rows);
+  s.declared_observed.resize(spill.declared.observed.size());
+  s.declared_known.resize(spill.declared.known.size());
+  for (auto* columns : {&s.declared_observed, &s.declared_known}) {
+    for (auto& column : *columns) {
+      column.clear();
+      column.reserve(rows);
+    }
+  }
   for (const auto& c : spill.chunks) {
     if (c.series != series) continue;
     file.append(s.timestamp_ns, c.timestamp, c.rows);
@@ -371,6 +421,10 @@ const BarSeries& spilled_series(const Spill& spill, const SpillReader& file, siz
       file.append(s.low, c.low, c.rows);
     }
     if (spill.has_volume) file.append(s.volume, c.volume, c.rows);
+    size_t k = 0;
+    for (auto* columns : {&s.declared_observed, &s.declared_known}) {
+      for (auto& column : *columns) file.append(column, c.declared[k++], c.rows);
+    }
   }
   return s;
 }
@@ -398,9 +452,9 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
     BarSeries bars;
     RawFeatures raw;
     SeriesFeatures f;
-    FeaturePlan plan = plan_features(spill.has_range, spill.has_volume, saved, spill.source);
+    FeaturePlan plan = plan_features(spill.has_range, spill.has_volume, spill.declared, saved, spill.source);
     if (!saved) {
-      SpecFitter fitter(plan.has_range, plan.has_volume, options);
+      SpecFitter fitter(plan.has_range, plan.has_volume, plan.declared, options);
       for (size_t i = 0; i < spill.symbols.size(); ++i) fitter.add(spilled_series(spill, spilled, i, bars));
       plan.spec = fitter.finish();
     }
@@ -425,14 +479,16 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
     }
     out_file.pad();
     const uint64_t data_bytes = out_file.offset();
-    const json index{{"format", "qtft-feature-store"},
-                     {"version", kFormatVersion},
-                     {"fingerprint", fp},
-                     {"windows", to_json(options)},
-                     {"spec", to_json(plan.spec)},
-                     {"bars", out.bars},
-                     {"data_bytes", data_bytes},
-                     {"series", series}};
+    json index{{"format", "qtft-feature-store"},
+               {"version", kFormatVersion},
+               {"fingerprint", fp},
+               {"windows", to_json(options)},
+               {"spec", to_json(plan.spec)},
+               {"bars", out.bars},
+               {"data_bytes", data_bytes},
+               {"series", series}};
+    if (!spill.declared.unused.empty()) index["unused_columns"] = spill.declared.unused;
+    if (spill.leading_null_rows > 0) index["leading_null_rows"] = spill.leading_null_rows;
     const std::string text = index.dump();
     out_file.write(text.data(), text.size());
     const uint64_t index_size = text.size();
@@ -507,6 +563,12 @@ std::optional<StorePreparation> find_store(const fs::path& folder, const json& f
   return out;
 }
 
+// Says so when the store is not where a user would look for it (next to the data).
+StorePreparation with_note(StorePreparation store, const BarSource& source) {
+  if (const auto note = source.feature_store_note(); !note.empty()) store.reason += "; " + note;
+  return store;
+}
+
 std::string store_folder_of(const BarSource& source) {
   const std::string folder = source.feature_store_folder();
   if (folder.empty()) {
@@ -518,22 +580,29 @@ std::string store_folder_of(const BarSource& source) {
 
 }  // namespace
 
-StorePreparation prepare_feature_store(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,
+BarSource with_model_inputs(BarSource source, const FeatureSpec& spec) {
+  source.read.inputs = declaration_of(spec);
+  return source;
+}
+
+StorePreparation prepare_feature_store(const BarSource& given, const DatasetOptions& options, const FeatureSpec* saved,
                                        StoreAccess access) {
   options.validate();
+  const BarSource source = saved ? with_model_inputs(given, *saved) : given;
   const fs::path folder = store_folder_of(source);
   const json files = source_files(source);
+  const DeclaredColumns declared = declared_columns(source);
   if (saved) {
     // A model trained from this source carries the fitted store's own statistics: that
     // store serves it as is, rather than a second store of the same numbers.
     json fitted_spec;
-    if (auto fitted = find_store(folder, fingerprint(source, files, options, nullptr), &fitted_spec);
+    if (auto fitted = find_store(folder, fingerprint(source, files, declared, options, nullptr), &fitted_spec);
         fitted && fitted_spec == to_json(*saved)) {
-      return *fitted;
+      return with_note(*fitted, source);
     }
   }
-  const json fp = fingerprint(source, files, options, saved);
-  if (auto found = find_store(folder, fp)) return *found;
+  const json fp = fingerprint(source, files, declared, options, saved);
+  if (auto found = find_store(folder, fp)) return with_note(*found, source);
   const fs::path path = folder / (fingerprint_name(fp) + kExtension);
   if (access == StoreAccess::MustExist) {
     throw Error(path.string() + ": the feature store is missing: the rank that builds it did not");
@@ -544,7 +613,7 @@ StorePreparation prepare_feature_store(const BarSource& source, const DatasetOpt
   std::string reason = why_rebuilt(folder, fp);
   auto out = build_store(source, options, saved, fp, path);
   out.reason = "built: " + reason;
-  return out;
+  return with_note(std::move(out), source);
 }
 
 Dataset map_feature_store(const std::string& path) { return dataset_over(open_store(path), path); }
@@ -552,7 +621,7 @@ Dataset map_feature_store(const std::string& path) { return dataset_over(open_st
 Dataset open_dataset(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,
                      StoreAccess access, const std::function<void(const StorePreparation&)>& prepared) {
   if (source.feature_store_folder().empty()) {
-    const BarSet bars = load_bars(source);
+    const BarSet bars = load_bars(saved ? with_model_inputs(source, *saved) : source);
     return saved ? Dataset::build(bars, options, *saved) : Dataset::build(bars, options);
   }
   const auto store = prepare_feature_store(source, options, saved, access);

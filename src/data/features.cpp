@@ -41,12 +41,14 @@ RawFeatures compute_raw_features(const BarSeries& s, bool has_range, bool has_vo
 void compute_raw_features(const BarSeries& s, bool has_range, bool has_volume, RawFeatures& f) {
   f.observed_names = observed_feature_names(has_range, has_volume);
   f.known_names = known_feature_names();
+  f.observed_width = f.observed_names.size() + s.declared_observed.size();
+  f.known_width = f.known_names.size() + s.declared_known.size();
   f.observed.clear();
   f.known.clear();
   f.log_return.clear();
   const size_t rows = s.size() > 0 ? s.size() - 1 : 0;
-  f.observed.reserve(rows * f.observed_names.size());
-  f.known.reserve(rows * f.known_names.size());
+  f.observed.reserve(rows * f.observed_width);
+  f.known.reserve(rows * f.known_width);
   f.log_return.reserve(rows);
   for (size_t i = 1; i < s.size(); ++i) {
     double r = std::log(s.close[i] / s.close[i - 1]);
@@ -59,7 +61,9 @@ void compute_raw_features(const BarSeries& s, bool has_range, bool has_volume, R
     if (has_volume) f.observed.push_back(std::log1p(s.volume[i]));
     double gap_minutes = static_cast<double>(s.timestamp_ns[i] - s.timestamp_ns[i - 1]) / (60.0 * kNanosPerSecond);
     f.observed.push_back(std::log1p(gap_minutes));
+    for (const auto& column : s.declared_observed) f.observed.push_back(column[i]);
     append_known_features(s.timestamp_ns[i], f.known);
+    for (const auto& column : s.declared_known) f.known.push_back(column[i]);
   }
 }
 

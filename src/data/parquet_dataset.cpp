@@ -120,7 +120,9 @@ std::vector<DatasetFile> list_parquet_dataset(const std::string& directory, cons
 }
 
 DatasetReader::DatasetReader(const std::string& directory, BarReadOptions options)
-    : options_(std::move(options)), files_(list_parquet_dataset(directory, options_)) {}
+    : options_(std::move(options)),
+      files_(list_parquet_dataset(directory, options_)),
+      carry_(std::make_shared<DeclaredCarry>()) {}
 
 BarSet DatasetReader::read(size_t k) {
   const auto& file = files_.at(k);
@@ -136,7 +138,7 @@ BarSet DatasetReader::read(size_t k) {
   if (file.partition_symbol && !table->GetColumnByName(options_.columns.symbol)) {
     table = with_symbol_column(std::move(table), options_.columns.symbol, *file.partition_symbol, file.path);
   }
-  return bars_from_table(*table, file.path, options_);
+  return bars_from_table(*table, file.path, options_, carry_.get());
 }
 
 std::vector<size_t> SeriesAssembly::place(const BarSet& part) {
@@ -177,6 +179,7 @@ size_t write_parquet_partitions(const BarSet& bars, const std::string& folder) {
       BarSet part;
       part.has_range = bars.has_range;
       part.has_volume = bars.has_volume;
+      part.declared = bars.declared;
       part.series.push_back(slice_bars(s, begin, end));
       auto table = bars_to_table(part);
       table = unwrap(table->RemoveColumn(table->schema()->GetFieldIndex("symbol")), folder, "partition");
@@ -200,8 +203,10 @@ BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOpti
     if (k == 0) {
       bars.has_range = part.has_range;
       bars.has_volume = part.has_volume;
+      bars.declared = part.declared;
     }
     const auto where = assembly.place(part);
+    bars.leading_null_rows += part.leading_null_rows;
     for (size_t j = 0; j < part.series.size(); ++j) {
       keep_last_bars(part.series[j], keep);  // each file trimmed as it arrives
       if (where[j] == bars.series.size()) bars.series.emplace_back().symbol = part.series[j].symbol;

@@ -47,6 +47,14 @@ double fat_tailed(Rng& rng) {
   return rng.uniform() < 0.04 ? 2.5 * z : z;
 }
 
+// The scheduled releases: 10:00 UTC, on the days a hash of the date picks (about a third),
+// alike for every symbol and seed, as an economic calendar is.
+constexpr int64_t kReleaseMinute = 10 * 60;
+bool release_day(int64_t day) { return mix_seed(0x5eedca1e, static_cast<uint64_t>(day)) % 3 == 0; }
+// How much more volatile a bar is, `after` bars after a release (0: the release bar).
+double release_volatility(int64_t after) { return 1.0 + 2.0 * std::exp(-static_cast<double>(after) / 2.0); }
+constexpr int64_t kReleaseBars = 8;
+
 int next_regime(Rng& rng, int regime) {
   if (rng.uniform() < kRegimeStay) return regime;
   // Leave to a neighbouring regime, more often towards normal.
@@ -67,6 +75,9 @@ BarSeries generate_series(const Instrument& inst, const std::string& symbol, int
   int regime = 1;
   int64_t day = kFirstDay;
   int64_t bar_in_day = 0;
+  const bool releases = options.extra_inputs >= 2;
+  const int64_t release_bar = (kReleaseMinute - kSessionOpenMinute) / bar_minutes;
+  if (releases) s.declared_known.emplace_back().reserve(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows; ++i) {
     if (bar_in_day == bars_per_day) {
       bar_in_day = 0;
@@ -80,6 +91,12 @@ BarSeries generate_series(const Instrument& inst, const std::string& symbol, int
     // before it do not move.
     const bool shifted = options.shift_after_bar > 0 && i >= options.shift_after_bar;
     if (shifted) vol *= options.shift_volatility;
+    if (releases) {
+      const int64_t after = bar_in_day - release_bar;
+      const bool today = release_day(day);
+      if (today && after >= 0 && after < kReleaseBars) vol *= release_volatility(after);
+      s.declared_known[0].push_back(today && after == 0 ? 1.0 : 0.0);
+    }
 
     trend = 0.995 * trend + 0.02 * inst.bar_vol * rng.normal();
     double reversion = -0.01 * (log_price - anchor);
@@ -120,6 +137,37 @@ BarSeries generate_series(const Instrument& inst, const std::string& symbol, int
   return s;
 }
 
+// The observed extra columns of a generated series, from a stream of their own so that the
+// bars do not depend on how many there are.
+void add_observed_extras(BarSeries& s, const Instrument& inst, const SyntheticOptions& options, int k) {
+  const int64_t noise_columns = std::max(0, options.extra_inputs - 2);
+  Rng rng(mix_seed(mix_seed(options.seed, 0xe47a5), static_cast<uint64_t>(k)));
+  const size_t n = s.size();
+  auto& lead = s.declared_observed.emplace_back(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double next = i + 1 < n ? std::log(s.close[i + 1] / s.close[i]) / inst.bar_vol : 0.0;
+    lead[i] = 0.7 * next + std::sqrt(0.51) * rng.normal();
+  }
+  for (int64_t c = 0; c < noise_columns; ++c) {
+    auto& noise = s.declared_observed.emplace_back(n);
+    double x = 0.0;
+    for (size_t i = 0; i < n; ++i) noise[i] = x = 0.9 * x + std::sqrt(1 - 0.81) * rng.normal();
+  }
+}
+
+std::vector<std::string> extra_observed_names(int extra_inputs) {
+  std::vector<std::string> names;
+  if (extra_inputs >= 1) names.push_back("lead_signal");
+  const int noise = std::max(0, extra_inputs - 2);
+  const int digits = noise > 100 ? 3 : 2;
+  for (int c = 0; c < noise; ++c) {
+    std::string number = std::to_string(c);
+    names.push_back("f" + std::string(static_cast<size_t>(std::max(0, digits - static_cast<int>(number.size()))), '0') +
+                    number);
+  }
+  return names;
+}
+
 }  // namespace
 
 BarSet generate_synthetic_symbol(const SyntheticOptions& options, int k) {
@@ -129,6 +177,8 @@ BarSet generate_synthetic_symbol(const SyntheticOptions& options, int k) {
   if (options.shift_after_bar < 0) throw UsageError("--shift-after-bar must not be negative");
   if (!(options.shift_volatility > 0)) throw UsageError("--shift-volatility must be positive");
   if (!std::isfinite(options.shift_drift)) throw UsageError("--shift-drift must be a finite number");
+  if (options.extra_inputs < 0 || options.extra_inputs > 1000)
+    throw UsageError("--extra-inputs must be in 0..1000, got " + std::to_string(options.extra_inputs));
   BarSet bars;
   bars.source = "embedded synthetic data";
   bars.has_range = true;
@@ -140,6 +190,11 @@ BarSet generate_synthetic_symbol(const SyntheticOptions& options, int k) {
   Rng rng(mix_seed(options.seed, static_cast<uint64_t>(k)));
   int64_t rows = options.rows / options.symbols + (k < options.rows % options.symbols ? 1 : 0);
   bars.series.push_back(generate_series(inst, symbol, rows, options, rng));
+  if (options.extra_inputs >= 1) {
+    add_observed_extras(bars.series.back(), inst, options, k);
+    bars.declared.observed = extra_observed_names(options.extra_inputs);
+  }
+  if (options.extra_inputs >= 2) bars.declared.known = {"event_flag"};
   return bars;
 }
 

@@ -68,7 +68,12 @@ DriftReport watch_drift(artifact::LoadedModel& model, const data::BarSet& recent
   report.recorded_val_loss = file.training->best_val_loss;
   model.model->eval();
   for (const auto& series : recent.series) {
-    data::BarSet one{recent.source, recent.has_range, recent.has_volume, {series}};
+    data::BarSet one;  // the series alone, with the set's columns (not a copy of every series)
+    one.source = recent.source;
+    one.has_range = recent.has_range;
+    one.has_volume = recent.has_volume;
+    one.declared = recent.declared;
+    one.series = {series};
     try {
       report.series.push_back(
           check(series.symbol, model, recent_windows(one, file), report.recorded_val_loss, options));

@@ -37,6 +37,12 @@ int64_t median_spacing(std::span<const int64_t> t) {
   return *mid;
 }
 
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 // The rows one series contributes to a batch, and what its forecast reports.
 struct PreparedSeries {
   data::SeriesFeatures features;  // min_bars() - 1 = encoder_length rows
@@ -62,6 +68,14 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
   }
   if (volume && recent.volume.empty()) {
     throw Error(who + ": the model reads volume (input log_volume) but the bars have none");
+  }
+  const auto declared = data::declaration_of(spec);
+  if (recent.declared_observed.size() != declared.observed.size() ||
+      recent.declared_known.size() != declared.known.size()) {
+    throw Error(who + ": the model reads the declared columns observed [" + join_names(declared.observed) +
+                "], known [" + join_names(declared.known) + "] but the bars carry " +
+                std::to_string(recent.declared_observed.size()) + " observed and " +
+                std::to_string(recent.declared_known.size()) + " known declared columns");
   }
   const int64_t id = data::resolve_symbol_id(spec, recent.symbol, sole_series, who);
 
@@ -197,6 +211,7 @@ int64_t Forecaster::horizon() const { return state_->file.dataset.horizon; }
 int64_t Forecaster::min_bars() const { return encoder_length() + 1; }
 const std::vector<double>& Forecaster::quantiles() const { return state_->file.options.quantiles(); }
 const std::vector<std::string>& Forecaster::symbols() const { return state_->file.features.symbols; }
+data::InputDeclaration Forecaster::inputs() const { return data::declaration_of(state_->file.features); }
 ModelKind Forecaster::kind() const {
   if (state_->file.int8_weights) return ModelKind::Int8;
   return state_->file.options.use_qat() ? ModelKind::Qat : ModelKind::Fp32;

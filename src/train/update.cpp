@@ -28,6 +28,7 @@ UpdateBars bars_after(const data::BarSet& bars, const std::vector<artifact::Seri
   out.bars.source = bars.source;
   out.bars.has_range = bars.has_range;
   out.bars.has_volume = bars.has_volume;
+  out.bars.declared = bars.declared;
   for (const auto& series : bars.series) {
     const auto& mark = mark_for(series, bars.series.size(), trained_through, bars.source);
     const auto& ts = series.timestamp_ns;

@@ -105,7 +105,8 @@ namespace {
 // An update's data: the bars after the model's, windowed with its spec; the newest
 // validate and none test.
 data::Dataset open_update_data(const data::BarSource& source, UpdateOrigin& origin, const data::FeatureSpec& spec) {
-  auto selected = bars_after(data::load_bars(source), origin.after, origin.model_windows.encoder_length + 1);
+  auto selected = bars_after(data::load_bars(data::with_model_inputs(source, spec)), origin.after,
+                             origin.model_windows.encoder_length + 1);
   origin.added = selected.added;
   auto options = origin.model_windows;
   options.test_fraction = 0;

@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -103,6 +106,33 @@ TEST_F(DatasetCli, AFullDiskFailsCleanlyAndLeavesNoStore) {
   auto retry = run_qtft(dir_, "prepare --data " + data_ + " --feature-store " + store);
   EXPECT_EQ(retry.exit_code, 0) << retry.err;
   EXPECT_EQ(files_named(store, "qtfs"), 1u);
+}
+
+TEST_F(DatasetCli, AReadOnlyFolderKeepsItsStoreInTheUsersCache) {
+  const auto cache = dir_.file("cache");
+  const std::string folder = data_.substr(0, data_.size() - 1);
+  std::string prefix = "XDG_CACHE_HOME=" + cache;
+  if (::geteuid() == 0) {
+    // Root writes through permission bits: the folder is bind-mounted read-only in a mount
+    // namespace of the command's own.
+    if (std::system("unshare -m true 2>/dev/null") != 0)
+      GTEST_SKIP() << "no mount namespace to make a folder read-only";
+    prefix = "unshare -m sh -c 'mount --bind " + folder + " " + folder + " && mount -o remount,bind,ro " + folder +
+             " && exec env XDG_CACHE_HOME=" + cache + " \"$0\" \"$@\"'";
+  } else {
+    fs::permissions(folder, fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                    fs::perm_options::remove);
+  }
+  auto run = run_qtft(dir_, "prepare --data " + data_, prefix);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("Feature store: " + cache + "/qtft/stores/history-"));
+  EXPECT_THAT(run.err, HasSubstr("built: no store yet; " + data_ +
+                                 " is not writable, so its feature store is in the user's cache"));
+  EXPECT_FALSE(fs::exists(data_ + "_qtft_store"));
+  run = run_qtft(dir_, "prepare --data " + data_, prefix);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("reused: built from these files with these options; " + data_ + " is not writable"));
+  if (::geteuid() != 0) fs::permissions(folder, fs::perms::owner_write, fs::perm_options::add);
 }
 
 TEST_F(DatasetCli, RanksOfOneMachineShareTheStoreRankZeroBuilds) {

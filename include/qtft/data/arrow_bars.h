@@ -1,7 +1,10 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "qtft/data/bars.h"
 
@@ -12,9 +15,26 @@ class Table;
 
 namespace qtft::data {
 
+// The declared inputs of the series read so far from a source that comes in parts (a folder's
+// files): a series found here is past its warm-up of nulls, and forward-fill continues from
+// these values, its last.
+struct DeclaredCarry {
+  std::unordered_map<std::string, std::vector<double>> last;  // observed columns, then known
+};
+
 // The Arrow edge of the bar reader: picks the columns by name, converts every supported
 // Arrow type, and validates row by row. Exposed for callers that already hold a table.
-BarSet bars_from_table(const arrow::Table& table, const std::string& source, const BarReadOptions& options);
+// `first_row`: the table's first row in the file, when it is a batch of it (for messages).
+BarSet bars_from_table(const arrow::Table& table, const std::string& source, const BarReadOptions& options,
+                       DeclaredCarry* carry = nullptr, int64_t first_row = 0);
+// A Parquet file a record batch at a time (Arrow's default batch of 64Ki rows), with the
+// batch's first row in the file: memory follows a batch, not the file.
+void read_parquet_batches(const std::string& path,
+                          const std::function<void(const arrow::Table& batch, int64_t first_row)>& use);
+// The declared inputs of `options` resolved against a file's columns, as bars_from_table
+// resolves them (the bar columns in use never match a glob).
+DeclaredColumns resolve_declared_inputs(const arrow::Schema& schema, const BarReadOptions& options,
+                                        const std::string& source);
 
 std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path);
 // The schema from a Parquet file's footer, without reading its data.

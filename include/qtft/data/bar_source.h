@@ -16,12 +16,16 @@ struct BarSource {
   BarReadOptions read;
   SyntheticOptions synthetic;
   // Where feature stores are prepared (data/feature_store.h). Empty: "<folder>/_qtft_store"
-  // for a dataset folder (Arrow's discovery skips names starting with '_'), none for a file.
+  // for a dataset folder (Arrow's discovery skips names starting with '_'), or, when the
+  // folder is not writable and holds no store, a folder of the user's cache
+  // ($XDG_CACHE_HOME/qtft/stores/<name>-<hash of the path>, else ~/.cache/...); none for a file.
   std::string feature_store;
   bool in_memory = false;  // no feature store: every feature in memory, as for a small file
   bool uses_embedded_data() const { return parquet_file.empty() && csv_file.empty(); }
   bool is_dataset_folder() const;
   std::string feature_store_folder() const;  // "" when the features are held in memory
+  // Why the store folder is not the default one next to the data ("" when it is).
+  std::string feature_store_note() const;
 };
 
 // Every bar of the source in memory (a folder's files concatenated per symbol, in path order).

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "qtft/data/input_declaration.h"
+
 namespace qtft::data {
 
 // One symbol's bars in time order. Prices are doubles because futures prices with many
@@ -14,6 +16,8 @@ struct BarSeries {
   std::vector<double> open, high, low;  // empty when the source had only a close/price column
   std::vector<double> close;
   std::vector<double> volume;  // empty when the source had no volume (FX quotes)
+  // The values of the declared input columns (BarSet::declared), one vector per column.
+  std::vector<std::vector<double>> declared_observed, declared_known;
   size_t size() const { return close.size(); }
 };
 
@@ -29,6 +33,10 @@ struct BarSet {
   std::string source;      // the file name, or "embedded synthetic data"
   bool has_range = false;  // open, high and low present
   bool has_volume = false;
+  // The declared input columns every series carries, and the file's columns no input reads.
+  DeclaredColumns declared;
+  // Bars dropped, over all series, before each series' first row with every declared input.
+  int64_t leading_null_rows = 0;
   std::vector<BarSeries> series;
   size_t total_rows() const;
 };
@@ -54,11 +62,14 @@ struct BarReadOptions {
   // Names the one series of a file without a symbol column (default: the file's stem).
   // A file with a symbol column names its own series; giving both is an error.
   std::string symbol;
+  // Columns read as the model's real inputs besides those derived from the bars.
+  InputDeclaration inputs;
 };
 
 // The rules files are read with, for bars built in memory (an embedding program's feed):
 // equal lengths, strictly increasing timestamps, finite positive prices, high >= low,
-// finite non-negative volume. Throws qtft::Error naming `source`, the bar, field and value.
+// finite non-negative volume, finite declared inputs, one value per bar. Throws qtft::Error naming `source`, the bar,
+// field and value.
 void validate_series(const BarSeries& series, const std::string& source);
 
 // Reads and validates bars. The format comes from the function; errors name the file,

@@ -30,20 +30,33 @@ struct DatasetOptions {
 
 struct RawFeatures;
 
+// Where a real input comes from: computed from the bars (log_return, the calendar, ...), or
+// a column of the file that the user declared (--observed, --known).
+enum class InputSource { Derived, Column };
+
 // Mean and standard deviation of one real input, computed on the training split only.
 struct FeatureStats {
-  std::string name;
+  std::string name;  // the derived input's name, or the declared column's
   double mean = 0.0;
   double std = 1.0;
+  InputSource source = InputSource::Derived;
 };
 
 // Everything needed to turn new bars into the same features a model was trained on; it is
 // saved with the model so that evaluation and prediction normalize exactly as training did.
 struct FeatureSpec {
-  std::vector<FeatureStats> observed;  // past-only inputs, in column order
-  std::vector<FeatureStats> known;     // calendar inputs known for the future too
-  std::vector<std::string> symbols;    // the static categorical's vocabulary
-  double target_scale = 1.0;           // training-split std of the one-bar log return
+  // Each kind's derived inputs first, then its declared columns in declaration order.
+  std::vector<FeatureStats> observed;            // past-only inputs, in column order
+  std::vector<FeatureStats> known;               // inputs known for the future too: calendar, declared
+  std::vector<std::string> symbols;              // the static categorical's vocabulary
+  double target_scale = 1.0;                     // training-split std of the one-bar log return
+  MissingValues missing = MissingValues::Error;  // how the declared columns' nulls were read
+};
+
+// What reading a source left out, for the data summary.
+struct ReadNotes {
+  std::vector<std::string> unused_columns;  // columns no input reads
+  int64_t leading_null_rows = 0;            // bars dropped before a series' declared inputs begin
 };
 
 // One symbol's features, one row per bar from its second bar on (the first has no return).
@@ -83,14 +96,20 @@ struct FeaturePlan {
   FeatureSpec spec;
   bool has_range = false;
   bool has_volume = false;
+  DeclaredColumns declared;  // the columns read as inputs, by kind
   bool saved = false;
 };
+
+// The declared columns a spec reads, by kind, as exact names: how bars are read for a model.
+InputDeclaration declaration_of(const FeatureSpec& spec);
+// The names of the inputs in `stats` that come from `source` ("log_return", a column's name).
+std::vector<std::string> input_names(const std::vector<FeatureStats>& stats, InputSource source);
 
 // Fits a FeatureSpec series by series, in the order Dataset::build visits them, so that a
 // reader that streams (the feature store) gets bitwise the statistics of one holding every bar.
 class SpecFitter {
  public:
-  SpecFitter(bool has_range, bool has_volume, const DatasetOptions& options);
+  SpecFitter(bool has_range, bool has_volume, const DeclaredColumns& declared, const DatasetOptions& options);
   ~SpecFitter();
   SpecFitter(SpecFitter&&) noexcept;
   void add(const BarSeries& series);
@@ -99,6 +118,7 @@ class SpecFitter {
  private:
   struct Moments;
   bool has_range_, has_volume_;
+  DeclaredColumns declared_;
   DatasetOptions options_;
   std::vector<std::string> symbols_;
   std::unique_ptr<Moments[]> moments_;  // observed inputs, then known inputs, then the target
@@ -107,9 +127,11 @@ class SpecFitter {
 };
 
 // The plan for bars with these columns: a saved spec's inputs when one is given (throws
-// qtft::Error naming `source` when the bars lack them), else every input the bars allow,
-// with the spec left for a SpecFitter to fill.
-FeaturePlan plan_features(bool has_range, bool has_volume, const FeatureSpec* saved, const std::string& source);
+// qtft::Error naming `source` when the bars lack them, or carry other declared columns),
+// else every input the bars allow and the declared columns, with the spec left for a
+// SpecFitter to fill.
+FeaturePlan plan_features(bool has_range, bool has_volume, const DeclaredColumns& declared, const FeatureSpec* saved,
+                          const std::string& source);
 
 // Series `position` of `series_count` as a dataset holds it: features under the plan, split
 // by `options`; under a saved spec its symbol id and name come from the spec's vocabulary.
@@ -126,11 +148,13 @@ SeriesFeatures featurize_series(const BarSeries& series, bool has_range, bool ha
 void featurize_series(const BarSeries& series, bool has_range, bool has_volume, const FeatureSpec& spec,
                       int64_t symbol_id, RawFeatures& raw, SeriesFeatures& out);
 // The known inputs of bars at `timestamps_ns`, normalized by `spec`: timestamps x known.
+// Only for a spec whose known inputs are all derived (the calendar); throws qtft::Error
+// naming the first declared known column otherwise, since its future values are data.
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec);
 // Which of the model's inputs `spec` needs from the bars: open/high/low, volume.
 bool spec_uses_range(const FeatureSpec& spec);
 bool spec_uses_volume(const FeatureSpec& spec);
-// The spec's inputs are the ones this qtft computes (known_feature_names, and
+// The spec's derived inputs are the ones this qtft computes (known_feature_names, and
 // observed_feature_names for the bars it reads); throws qtft::Error prefixed by `where`.
 // Models saved before bar_gap became an observed input fail here, with a note to retrain.
 void check_feature_names(const FeatureSpec& spec, const std::string& where);
@@ -168,6 +192,8 @@ class Dataset {
   const FeatureSpec& spec() const { return spec_; }
   const std::string& source() const { return source_; }
   const std::vector<SeriesView>& series() const { return series_; }
+  const ReadNotes& notes() const { return notes_; }
+  void set_notes(ReadNotes notes) { notes_ = std::move(notes); }
   size_t num_observed() const { return spec_.observed.size(); }
   size_t num_known() const { return spec_.known.size(); }
   size_t num_windows(Split split) const;
@@ -191,6 +217,7 @@ class Dataset {
   FeatureSpec spec_;
   std::string source_;
   std::vector<SeriesView> series_;
+  ReadNotes notes_;
   std::shared_ptr<const void> storage_;
   ViewReader reader_;
   // first_window_[split][s] = index of series s's first window within the split.

@@ -43,6 +43,10 @@ StorePreparation prepare_feature_store(const BarSource& source, const DatasetOpt
 // feature store.
 Dataset map_feature_store(const std::string& path);
 
+// `source` reading the declared columns that `spec` (a model's) reads, whatever it declared:
+// how bars are read for a saved model. prepare_feature_store and open_dataset apply it.
+BarSource with_model_inputs(BarSource source, const FeatureSpec& spec);
+
 // What every data-reading command calls: the source's features from its feature store
 // (prepared first; `prepared` hears how) when it has a store folder, else computed in memory.
 Dataset open_dataset(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,

@@ -16,6 +16,8 @@ class Schema;
 
 namespace qtft::data {
 
+struct DeclaredCarry;
+
 // One Parquet file of a dataset folder, as Arrow's dataset discovery found it.
 struct DatasetFile {
   std::string path;
@@ -34,9 +36,10 @@ std::vector<DatasetFile> list_parquet_dataset(const std::string& directory, cons
 
 bool is_directory(const std::string& path);
 
-// Reads a dataset folder file by file: each file's bars, the symbol taken from the partition
-// key when the file has no symbol column. Every file must have the first file's columns
-// and types: another schema is an error naming both files.
+// Reads a dataset folder file by file, in order: each file's bars, the symbol taken from the
+// partition key when the file has no symbol column; a series' declared inputs continue from
+// one file to the next (its warm-up of nulls is over, forward-fill carries across). Every file must have the first
+// file's columns and types: another schema is an error naming both files.
 class DatasetReader {
  public:
   DatasetReader(const std::string& directory, BarReadOptions options);
@@ -47,6 +50,8 @@ class DatasetReader {
   BarReadOptions options_;
   std::vector<DatasetFile> files_;
   std::shared_ptr<arrow::Schema> first_schema_;
+  // Where each series' declared inputs stand after the files read so far (read in order).
+  std::shared_ptr<DeclaredCarry> carry_;
 };
 
 // Series that arrive in parts (a folder's files): one series per symbol in order of first

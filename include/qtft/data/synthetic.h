@@ -19,6 +19,16 @@ struct SyntheticOptions {
   int64_t shift_after_bar = 0;
   double shift_volatility = 2.0;
   double shift_drift = 0.1;
+  // Extra real columns beside the bars (BarSet::declared: observed, then known), for trying
+  // declared inputs: in this order, as many as asked for,
+  //   lead_signal  observed: 0.7 x the next bar's return in units of the symbol's typical
+  //                volatility, plus noise of variance 0.51; it leads the target
+  //   event_flag   known: 1 at a scheduled release (10:00 UTC on a third of the days, the same
+  //                days for every symbol), 0 elsewhere; the release bar and the few after it
+  //                are up to 3x as volatile, so the bars themselves change with it
+  //   f00, f01...  observed: AR(1) noise (coefficient 0.9), no signal
+  // With none (the default) the bars are the embedded data's, bitwise.
+  int extra_inputs = 0;
 };
 
 // Bars with the structure real futures show, so that a forecaster has something to learn:

@@ -82,6 +82,9 @@ class Forecaster {
   int64_t min_bars() const;
   const std::vector<double>& quantiles() const;
   const std::vector<std::string>& symbols() const;
+  // The declared columns the model reads besides the bars (BarSeries::declared_observed and
+  // declared_known, in this order): the declaration to read recent bars with.
+  data::InputDeclaration inputs() const;
   ModelKind kind() const;
   std::string source() const;  // the file it was loaded from
   // For an int8 file, how its products run (artifact::describe_int8_kernels); else empty.

@@ -7,13 +7,15 @@
 
 namespace qtft::data {
 
-// Raw (unnormalized) features of one series, row i describing bar i + 1.
+// Raw (unnormalized) features of one series, row i describing bar i + 1. Each row holds
+// the derived inputs, then the series' declared columns of that kind at the bar.
 struct RawFeatures {
-  std::vector<std::string> observed_names;
+  std::vector<std::string> observed_names;  // the derived inputs
   std::vector<std::string> known_names;
-  std::vector<double> observed;    // rows x observed_names.size()
-  std::vector<double> known;       // rows x known_names.size()
-  std::vector<double> log_return;  // rows; also the target
+  size_t observed_width = 0, known_width = 0;  // derived plus declared
+  std::vector<double> observed;                // rows x observed_width
+  std::vector<double> known;                   // rows x known_width
+  std::vector<double> log_return;              // rows; also the target
 };
 
 // Observed (past-only) inputs:

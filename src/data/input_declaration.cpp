@@ -1,0 +1,117 @@
+#include "qtft/data/input_declaration.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "qtft/common/error.h"
+
+namespace qtft::data {
+namespace {
+
+bool is_glob(const std::string& pattern) { return pattern.find_first_of("*?[") != std::string::npos; }
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Who claimed a column first, for the message about a second claim.
+struct Claim {
+  std::string flag;
+  std::string pattern;
+};
+
+}  // namespace
+
+DeclaredColumns resolve_inputs(const InputDeclaration& declaration, const std::vector<std::string>& columns,
+                               const std::vector<std::string>& bar_columns, const std::vector<std::string>& not_inputs,
+                               const std::string& source) {
+  DeclaredColumns out;
+  out.missing = declaration.missing;
+  std::map<std::string, Claim> claimed;
+  auto take = [&](const std::vector<std::string>& patterns, const char* flag, std::vector<std::string>& into) {
+    for (const auto& pattern : patterns) {
+      std::vector<std::string> matches;
+      if (!is_glob(pattern)) {
+        if (!contains(columns, pattern)) {
+          throw Error(source + ": " + flag + " column '" + pattern +
+                      "' is not in the file (columns: " + joined(columns) + ")");
+        }
+        if (contains(not_inputs, pattern)) {
+          throw Error(source + ": " + flag + " column '" + pattern +
+                      "' is the file's timestamp or symbol column, not an input");
+        }
+        matches.push_back(pattern);
+      } else {
+        for (const auto& c : columns) {
+          if (!contains(bar_columns, c) && !contains(not_inputs, c) && fnmatch(pattern.c_str(), c.c_str(), 0) == 0)
+            matches.push_back(c);
+        }
+        if (matches.empty()) {
+          throw Error(source + ": " + flag + " pattern '" + pattern +
+                      "' matches no column (columns: " + joined(columns) + ")");
+        }
+      }
+      for (const auto& m : matches) {
+        const auto [it, fresh] = claimed.try_emplace(m, Claim{flag, pattern});
+        if (!fresh) {
+          throw Error(source + ": column '" + m + "' is declared twice: by " + it->second.flag + " '" +
+                      it->second.pattern + "' and by " + flag + " '" + pattern + "'");
+        }
+        into.push_back(m);
+      }
+    }
+  };
+  take(declaration.observed, declaration.from_model ? "the model's observed" : "--observed", out.observed);
+  take(declaration.known, declaration.from_model ? "the model's known" : "--known", out.known);
+  for (const auto& c : columns) {
+    if (!contains(bar_columns, c) && !contains(not_inputs, c) && !claimed.count(c)) out.unused.push_back(c);
+  }
+  return out;
+}
+
+InputDeclaration read_input_declaration(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read the input declaration");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    // nlohmann's message holds the line and column ("... at line 3, column 5: ...").
+    throw Error(path + ": not a JSON input declaration: " + e.what());
+  }
+  if (!json.is_object())
+    throw Error(path + ": an input declaration is a JSON object of lists, e.g. {\"observed\": [...]}");
+  InputDeclaration out;
+  for (const auto& [key, value] : json.items()) {
+    std::vector<std::string>* into = key == "observed" ? &out.observed : key == "known" ? &out.known : nullptr;
+    if (!into) throw Error(path + ": unknown key '" + key + "' (an input declaration has observed and known)");
+    if (!value.is_array()) throw Error(path + ": '" + key + "' must be a list of column names or globs");
+    for (const auto& item : value) {
+      if (!item.is_string()) {
+        throw Error(path + ": '" + key + "' holds " + item.dump() + ", not a column name or glob");
+      }
+      into->push_back(item.get<std::string>());
+    }
+  }
+  return out;
+}
+
+void append_declaration(InputDeclaration& into, const InputDeclaration& more) {
+  into.observed.insert(into.observed.end(), more.observed.begin(), more.observed.end());
+  into.known.insert(into.known.end(), more.known.begin(), more.known.end());
+}
+
+}  // namespace qtft::data

@@ -1,0 +1,85 @@
+// Declared inputs from the command line: make-data's extra columns, train --observed/--known
+// (the summary names the columns left unused), and every command that loads the model
+// reading the same columns; mistakes exit 1 with one line naming the column.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "qtft/artifact/model_file.h"
+#include "support/cli_runner.h"
+#include "support/temp_dir.h"
+
+namespace qtft {
+namespace {
+
+using test::run_qtft;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::string kModel = " --hidden-size 8 --attention-heads 2 --encoder-length 16 --horizon 4";
+const std::string kShort = " --epochs 1 --max-batches-per-epoch 2 --batch-size 16";
+
+class DeclaredInputsCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = dir_.file("bars.parquet");
+    const auto made = run_qtft(dir_, "make-data --output " + data_ + " --rows 2400 --symbols 2 --extra-inputs 5");
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+  }
+  test::TempDir dir_;
+  std::string data_;
+};
+
+TEST_F(DeclaredInputsCli, TrainedModelsReadTheirColumnsEverywhere) {
+  const auto model = dir_.file("m.safetensors");
+  auto run = run_qtft(dir_, "train --parquet-file " + data_ + " --observed lead_signal,'f0[01]' --known event_flag" +
+                                kModel + kShort + " --save-model " + model);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("observed [log_return, hl_range, close_open, log_volume, bar_gap, lead_signal, f00, "
+                                 "f01], known [time_of_day_sin, time_of_day_cos, day_of_week_sin, day_of_week_cos, "
+                                 "event_flag]"));
+  EXPECT_THAT(run.out, HasSubstr("input counts: 8 observed (3 declared), 5 known (1 declared), 1 static"));
+  EXPECT_THAT(run.out, HasSubstr("not used: 1 column: f02"));
+
+  // The model file's spec records them; evaluate and explain read them without being told.
+  const auto file = artifact::load_model_file(model);
+  EXPECT_EQ(file.options.num_observed(), 8);
+  EXPECT_EQ(file.options.num_known(), 5);
+  run = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --split validation");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  run = run_qtft(dir_, "explain --load-model " + model + " --parquet-file " + data_ + " --json " + dir_.file("x.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("lead_signal"));
+  EXPECT_THAT(run.out, HasSubstr("event_flag"));
+
+  // A file without one of the model's columns is refused, naming it.
+  const auto plain = dir_.file("plain.parquet");
+  ASSERT_EQ(run_qtft(dir_, "make-data --output " + plain + " --rows 2400 --symbols 2").exit_code, 0);
+  run = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + plain);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr(plain + ": the model's observed column 'lead_signal' is not in the file"));
+}
+
+TEST_F(DeclaredInputsCli, MistakesExitOneNamingTheColumnAndWriteNothing) {
+  const auto model = dir_.file("never.safetensors");
+  auto expect_refused = [&](const std::string& flags, const std::string& message) {
+    const auto run =
+        run_qtft(dir_, "train --parquet-file " + data_ + flags + kModel + kShort + " --save-model " + model);
+    EXPECT_EQ(run.exit_code, 1) << flags << "\n" << run.err;
+    EXPECT_THAT(run.err, HasSubstr(message)) << flags;
+    EXPECT_FALSE(std::filesystem::exists(model)) << flags;
+  };
+  expect_refused(" --observed nope", "--observed column 'nope' is not in the file (columns: timestamp, symbol,");
+  expect_refused(" --observed 'g_*'", "--observed pattern 'g_*' matches no column");
+  expect_refused(" --observed 'f*' --known f01",
+                 "column 'f01' is declared twice: by --observed 'f*' and by --known 'f01'");
+  expect_refused(" --observed symbol", "--observed column 'symbol' is the file's timestamp or symbol column");
+  // The embedded data has no columns to declare: a usage error.
+  const auto run = run_qtft(dir_, "train --observed lead_signal" + kModel + kShort);
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("make-data --extra-inputs"));
+}
+
+}  // namespace
+}  // namespace qtft

@@ -1,0 +1,357 @@
+// Declared inputs: columns of a file read as the model's real inputs beside the derived
+// ones, resolved from names and globs, normalized on the training split, saved in the spec,
+// carried through folders and feature stores, and refused clearly when they do not fit.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "qtft/common/format.h"
+#include "qtft/data/arrow_bars.h"
+#include "qtft/data/bar_source.h"
+#include "qtft/data/dataset_summary.h"
+#include "qtft/data/detail/feature_spec_json.h"
+#include "qtft/data/feature_store.h"
+#include "qtft/data/input_declaration.h"
+#include "qtft/data/parquet_dataset.h"
+#include "qtft/data/synthetic.h"
+#include "support/temp_dir.h"
+
+namespace qtft::data {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Names = std::vector<std::string>;
+
+const Names kColumns{"timestamp", "symbol", "close", "f_b", "lead", "f_a", "sched", "note"};
+const Names kBarColumns{"open", "high", "low", "close", "volume"};
+const Names kNotInputs{"timestamp", "symbol"};
+
+DeclaredColumns resolve(const InputDeclaration& d) {
+  return resolve_inputs(d, kColumns, kBarColumns, kNotInputs, "f.csv");
+}
+
+TEST(InputResolution, NamesInDeclarationOrderGlobsInFileOrderTheRestUnused) {
+  const auto r = resolve({{"lead", "f_*"}, {"sched"}});
+  EXPECT_THAT(r.observed, ElementsAre("lead", "f_b", "f_a"));
+  EXPECT_THAT(r.known, ElementsAre("sched"));
+  EXPECT_THAT(r.unused, ElementsAre("note"));
+  // Nothing declared: every column beside the bars' is unused.
+  EXPECT_THAT(resolve({}).unused, ElementsAre("f_b", "lead", "f_a", "sched", "note"));
+}
+
+TEST(InputResolution, AGlobNeverTakesABarOrKeyColumnButANameMay) {
+  EXPECT_THAT(resolve({{"*"}, {}}).observed, ElementsAre("f_b", "lead", "f_a", "sched", "note"));
+  EXPECT_THAT(resolve({{"close"}, {}}).observed, ElementsAre("close"));
+}
+
+TEST(InputResolution, MistakesNameTheFileTheFlagAndTheColumn) {
+  EXPECT_EQ(test::error_message([] {
+              resolve({{"lead", "missing"}, {}});
+            }),
+            "f.csv: --observed column 'missing' is not in the file (columns: timestamp, symbol, close, f_b, lead, "
+            "f_a, sched, note)");
+  EXPECT_THAT(test::error_message([] {
+                resolve({{}, {"g_*"}});
+              }),
+              HasSubstr("f.csv: --known pattern 'g_*' matches no column (columns: timestamp,"));
+  EXPECT_EQ(test::error_message([] {
+              resolve({{"f_*", "f_a"}, {}});
+            }),
+            "f.csv: column 'f_a' is declared twice: by --observed 'f_*' and by --observed 'f_a'");
+  EXPECT_EQ(test::error_message([] {
+              resolve({{"sched"}, {"sched"}});
+            }),
+            "f.csv: column 'sched' is declared twice: by --observed 'sched' and by --known 'sched'");
+  EXPECT_EQ(test::error_message([] {
+              resolve({{"timestamp"}, {}});
+            }),
+            "f.csv: --observed column 'timestamp' is the file's timestamp or symbol column, not an input");
+}
+
+TEST(InputDeclarationFile, ListsByKindAndMistakesWithLineAndColumn) {
+  test::TempDir dir;
+  const auto d = read_input_declaration(dir.write("in.json", R"({"observed": ["lead", "f_*"], "known": ["sched"]})"));
+  EXPECT_THAT(d.observed, ElementsAre("lead", "f_*"));
+  EXPECT_THAT(d.known, ElementsAre("sched"));
+  InputDeclaration flags{{"x"}, {}};
+  append_declaration(flags, d);
+  EXPECT_THAT(flags.observed, ElementsAre("x", "lead", "f_*"));
+
+  const auto bad = dir.write("bad.json", "{\n  \"observed\": [\"a\",,]\n}");
+  EXPECT_THAT(test::error_message([&] { read_input_declaration(bad); }),
+              HasSubstr(bad + ": not a JSON input declaration: [json.exception.parse_error.101] parse error at line 2, "
+                              "column 20"));
+  const auto key = dir.write("key.json", R"({"observd": []})");
+  EXPECT_EQ(test::error_message([&] { read_input_declaration(key); }),
+            key + ": unknown key 'observd' (an input declaration has observed and known)");
+  const auto number = dir.write("number.json", R"({"known": ["a", 3]})");
+  EXPECT_EQ(test::error_message([&] { read_input_declaration(number); }),
+            number + ": 'known' holds 3, not a column name or glob");
+}
+
+// Two symbols of 20 bars, 5 minutes apart, with a declared observed column x = row number
+// and a known column k = 10 x row number, plus a column nobody reads.
+// `x_cells` replaces x's cells of ES (the first 20 data rows), by bar.
+std::string declared_csv(const std::map<int, std::string>& x_cells = {}) {
+  std::ostringstream out;
+  out << "timestamp,symbol,close,x,k,note\n";
+  for (int s = 0; s < 2; ++s) {
+    for (int i = 0; i < 20; ++i) {
+      const int64_t ns = (1704184200LL + 300LL * i) * 1'000'000'000;
+      const auto cell = s == 0 ? x_cells.find(i) : x_cells.end();
+      const std::string x = cell != x_cells.end() ? cell->second : std::to_string(i);
+      out << format_utc(ns) << "," << (s ? "NQ" : "ES") << "," << 100 + i + s << "," << x << "," << 10 * i << ",abc\n";
+    }
+  }
+  return out.str();
+}
+
+BarReadOptions declaring(Names observed, Names known) {
+  BarReadOptions o;
+  o.inputs = {std::move(observed), std::move(known)};
+  return o;
+}
+
+DatasetOptions tiny_windows() {
+  DatasetOptions o;
+  o.encoder_length = 2;
+  o.horizon = 1;
+  o.validation_fraction = 0.2;
+  o.test_fraction = 0.2;
+  return o;
+}
+
+TEST(DeclaredInputs, AFileCarriesTheDeclaredColumnsPerSeries) {
+  test::TempDir dir;
+  const auto bars = read_bars_csv(dir.write("d.csv", declared_csv()), declaring({"x"}, {"k"}));
+  EXPECT_THAT(bars.declared.observed, ElementsAre("x"));
+  EXPECT_THAT(bars.declared.known, ElementsAre("k"));
+  EXPECT_THAT(bars.declared.unused, ElementsAre("note"));
+  ASSERT_EQ(bars.series.size(), 2u);
+  ASSERT_EQ(bars.series[1].declared_observed.size(), 1u);
+  EXPECT_EQ(bars.series[1].declared_observed[0][7], 7.0);
+  EXPECT_EQ(bars.series[1].declared_observed[0].size(), 20u);
+  EXPECT_EQ(bars.series[1].declared_known[0][19], 190.0);
+}
+
+TEST(DeclaredInputs, BadCellsNameTheFileColumnAndRow) {
+  test::TempDir dir;
+  const auto with = [&](const std::string& cell) {
+    return test::error_message([&] {
+      read_bars_csv(dir.write("d.csv", declared_csv({{3, cell}})), declaring({"x"}, {}));
+    });
+  };
+  EXPECT_EQ(with("NA"),
+            dir.file("d.csv") +
+                ": column 'x', row 4: null value inside symbol 'ES', whose declared inputs are complete since row 1: "
+                "give --missing forward-fill to carry the previous value forward");
+  EXPECT_THAT(with("inf"), HasSubstr("d.csv: column 'x', row 4: value inf is not finite"));
+  EXPECT_THAT(test::error_message([&] { read_bars_csv(dir.write("t.csv", declared_csv()), declaring({"note"}, {})); }),
+              HasSubstr("t.csv: column 'note': has type string, expected a number"));
+}
+
+TEST(MissingValues, LeadingNullsDropTheirBarsPerSeriesAndForwardFillCarriesTheRest) {
+  test::TempDir dir;
+  const auto file = dir.write("d.csv", declared_csv({{0, ""}, {1, "NA"}, {2, ""}, {9, ""}, {10, ""}}));
+  auto options = declaring({"x"}, {});
+  options.inputs.missing = MissingValues::ForwardFill;
+  const auto bars = read_bars_csv(file, options);
+  EXPECT_EQ(bars.leading_null_rows, 3);
+  ASSERT_EQ(bars.series[0].size(), 17u);  // ES from its bar 3 on; NQ whole
+  EXPECT_EQ(bars.series[1].size(), 20u);
+  EXPECT_EQ(bars.series[0].timestamp_ns.front(), (1704184200LL + 300LL * 3) * 1'000'000'000);
+  const auto& x = bars.series[0].declared_observed[0];
+  EXPECT_EQ(x[5], 8.0);  // bar 8
+  EXPECT_EQ(x[6], 8.0);  // bars 9 and 10 carry bar 8's value
+  EXPECT_EQ(x[7], 8.0);
+  EXPECT_EQ(x[8], 11.0);
+
+  // The spec records the choice, and a model reads its bars the same way.
+  const auto spec = Dataset::build(bars, tiny_windows()).spec();
+  EXPECT_EQ(spec.missing, MissingValues::ForwardFill);
+  EXPECT_EQ(to_json(spec).at("missing"), "forward-fill");
+  EXPECT_EQ(declaration_of(spec).missing, MissingValues::ForwardFill);
+  BarSource source;
+  source.csv_file = file;
+  const auto applied = open_dataset(source, tiny_windows(), &spec);
+  EXPECT_EQ(applied.notes().leading_null_rows, 3);
+  EXPECT_THAT(summarize_dataset(applied), HasSubstr("dropped: 3 leading bars whose declared inputs were still null"));
+}
+
+TEST(MissingValues, ASeriesContinuesFromFileToFileOfAFolder) {
+  test::TempDir dir;
+  // ES's x begins in the first file; the second file opens with a null, which is inside the
+  // series, not a warm-up: an error, or the first file's last value.
+  std::istringstream lines(declared_csv({{10, ""}}));
+  std::string header, line, first, second;
+  std::getline(lines, header);
+  for (int row = 0; row < 20 && std::getline(lines, line); ++row) (row < 10 ? first : second) += line + "\n";
+  const std::string folder = dir.file("bars");
+  fs::create_directories(folder);
+  write_parquet_table(*read_csv_table(dir.write("1.csv", header + "\n" + first)), folder + "/part-0.parquet");
+  write_parquet_table(*read_csv_table(dir.write("2.csv", header + "\n" + second)), folder + "/part-1.parquet");
+  EXPECT_THAT(test::error_message([&] { read_bars_parquet_dataset(folder, declaring({"x"}, {})); }),
+              HasSubstr("part-1.parquet: column 'x', row 1: null value inside symbol 'ES', whose declared inputs are "
+                        "complete since an earlier file"));
+  auto options = declaring({"x"}, {});
+  options.inputs.missing = MissingValues::ForwardFill;
+  const auto bars = read_bars_parquet_dataset(folder, options);
+  ASSERT_EQ(bars.series[0].size(), 20u);
+  EXPECT_EQ(bars.series[0].declared_observed[0][10], 9.0);
+  EXPECT_EQ(bars.leading_null_rows, 0);
+}
+
+TEST(DeclaredInputs, FollowTheDerivedInputsNormalizedOnTheTrainingSplit) {
+  test::TempDir dir;
+  const auto bars = read_bars_csv(dir.write("d.csv", declared_csv()), declaring({"x"}, {"k"}));
+  const auto d = Dataset::build(bars, tiny_windows());
+  const auto& spec = d.spec();
+  ASSERT_EQ(spec.observed.size(), 3u);  // log_return, bar_gap, x
+  EXPECT_EQ(spec.observed[2].name, "x");
+  EXPECT_EQ(spec.observed[2].source, InputSource::Column);
+  EXPECT_EQ(spec.observed[0].source, InputSource::Derived);
+  ASSERT_EQ(spec.known.size(), 5u);  // four calendar terms, k
+  // 19 feature rows per series (bars 2..20), the first floor(19 x 0.6) = 11 train: x = 1..11
+  // in both series, so mean 6 and population variance (11^2 - 1) / 12 = 10.
+  EXPECT_NEAR(spec.observed[2].mean, 6.0, 1e-12);
+  EXPECT_NEAR(spec.observed[2].std, std::sqrt(10.0), 1e-12);
+  EXPECT_NEAR(spec.known[4].mean, 60.0, 1e-12);
+  const auto& s = d.series()[0];
+  EXPECT_FLOAT_EQ(s.observed[2], static_cast<float>((1.0 - 6.0) / std::sqrt(10.0)));  // row 0 is bar 2
+  EXPECT_FLOAT_EQ(s.known[4 + 5 * 18], static_cast<float>((190.0 - 60.0) / (10.0 * std::sqrt(10.0))));
+  EXPECT_EQ(d.notes().unused_columns, (Names{"note"}));
+  const auto summary = summarize_dataset(d);
+  EXPECT_THAT(summary, HasSubstr("observed [log_return, bar_gap, x]"));
+  EXPECT_THAT(summary, HasSubstr("input counts: 3 observed (1 declared), 5 known (1 declared), 1 static\n"));
+  EXPECT_THAT(summary, HasSubstr("not used: 1 column: note\n"));
+}
+
+TEST(DeclaredInputs, TheSpecRecordsThemAndAModelReadsExactlyThose) {
+  test::TempDir dir;
+  const auto file = dir.write("d.csv", declared_csv());
+  const auto spec = Dataset::build(read_bars_csv(file, declaring({"x"}, {"k"})), tiny_windows()).spec();
+  const auto json = to_json(spec);
+  EXPECT_EQ(json.at("observed").at(2).at("source"), "column");
+  EXPECT_FALSE(json.at("observed").at(0).contains("source"));  // derived inputs are written as before
+  EXPECT_EQ(to_json(feature_spec_from_json(json)).dump(), json.dump());
+  const auto declaration = declaration_of(spec);
+  EXPECT_THAT(declaration.observed, ElementsAre("x"));
+  EXPECT_THAT(declaration.known, ElementsAre("k"));
+
+  // The model's columns are read whatever the source declared.
+  BarSource source;
+  source.csv_file = file;
+  const auto applied = open_dataset(source, tiny_windows(), &spec);
+  EXPECT_EQ(applied.num_observed(), 3u);
+  // Bars read without them are refused, naming the columns.
+  EXPECT_THAT(test::error_message([&] { Dataset::build(load_bars(source), tiny_windows(), spec); }),
+              HasSubstr(file + ": the model reads the declared columns observed [x], known [k] but the bars were "
+                               "read with observed [], known []"));
+  // And the calendar alone cannot stand for a declared known input's future.
+  EXPECT_THAT(test::error_message([&] { known_inputs_at(std::vector<int64_t>{0}, spec); }),
+              HasSubstr("the model reads the declared known column 'k'"));
+}
+
+TEST(DeclaredInputs, TheEmbeddedDataHasNoColumnsToDeclare) {
+  BarSource source;
+  source.read.inputs.observed = {"lead_signal"};
+  EXPECT_THAT(test::error_message([&] { load_bars(source); }), HasSubstr("qtft make-data --extra-inputs"));
+}
+
+SyntheticOptions with_extras(int extra) {
+  SyntheticOptions o;
+  o.rows = 6'000;
+  o.symbols = 2;
+  o.bar_minutes = 30;
+  o.extra_inputs = extra;
+  return o;
+}
+
+template <class T>
+bool same_bits(std::span<const T> a, std::span<const T> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+TEST(DeclaredInputs, AFolderAndItsStoreCarryThemBitwiseAsMemoryDoes) {
+  test::TempDir dir;
+  BarSource source;
+  source.parquet_file = dir.file("bars");
+  write_parquet_partitions(generate_synthetic_bars(with_extras(5)), source.parquet_file);
+  source.read.inputs = {{"lead_signal", "f*"}, {"event_flag"}};
+  DatasetOptions windows;
+  windows.encoder_length = 16;
+  windows.horizon = 4;
+  StorePreparation built;
+  const auto stored =
+      open_dataset(source, windows, nullptr, StoreAccess::BuildIfNeeded, [&](const auto& p) { built = p; });
+  EXPECT_TRUE(built.built);
+  BarSource in_memory = source;
+  in_memory.in_memory = true;
+  const auto direct = open_dataset(in_memory, windows, nullptr);
+  EXPECT_EQ(to_json(stored.spec()).dump(), to_json(direct.spec()).dump());
+  EXPECT_EQ(stored.num_observed(), 5u + 4u);  // log_return, hl_range, close_open, log_volume, bar_gap, 4 columns
+  EXPECT_EQ(stored.num_known(), 5u);
+  ASSERT_EQ(stored.series().size(), direct.series().size());
+  for (size_t i = 0; i < stored.series().size(); ++i) {
+    EXPECT_TRUE(same_bits(stored.series()[i].observed, direct.series()[i].observed));
+    EXPECT_TRUE(same_bits(stored.series()[i].known, direct.series()[i].known));
+  }
+
+  // The declaration is part of the store's name: the glob and the names it matches (a
+  // model's) are one store; another declaration is another store.
+  const auto spec = stored.spec();
+  EXPECT_EQ(prepare_feature_store(source, windows, &spec).path, built.path);
+  BarSource by_name = source;
+  by_name.read.inputs = {{"lead_signal", "f00", "f01", "f02"}, {"event_flag"}};
+  EXPECT_FALSE(prepare_feature_store(by_name, windows, nullptr).built);
+  BarSource fewer = source;
+  fewer.read.inputs = {{"lead_signal"}, {}};
+  EXPECT_TRUE(prepare_feature_store(fewer, windows, nullptr).built);
+  EXPECT_EQ(map_feature_store(prepare_feature_store(fewer, windows, nullptr).path).notes().unused_columns,
+            (Names{"f00", "f01", "f02", "event_flag"}));
+}
+
+TEST(SyntheticExtras, LeadTheNextReturnAndScheduleVolatileReleases) {
+  const auto plain = generate_synthetic_bars(with_extras(0));
+  const auto lead_only = generate_synthetic_bars(with_extras(1));
+  const auto all = generate_synthetic_bars(with_extras(4));
+  EXPECT_THAT(all.declared.observed, ElementsAre("lead_signal", "f00", "f01"));
+  EXPECT_THAT(all.declared.known, ElementsAre("event_flag"));
+  // The observed columns come from a stream of their own: the bars do not move.
+  EXPECT_EQ(lead_only.series[0].close, plain.series[0].close);
+  EXPECT_TRUE(plain.series[0].declared_observed.empty());
+
+  const auto& s = all.series[0];
+  // lead_signal correlates with the next bar's return (0.7 / sqrt(0.49 + 0.51) in theory,
+  // less where regimes and releases make returns wider than the typical volatility).
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    const double x = s.declared_observed[0][i], y = std::log(s.close[i + 1] / s.close[i]);
+    sxy += x * y;
+    sxx += x * x;
+    syy += y * y;
+  }
+  EXPECT_GT(sxy / std::sqrt(sxx * syy), 0.4);
+  // Releases at 10:00 UTC, on about a third of the days, the same for every symbol.
+  size_t releases = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s.declared_known[0][i] == 0.0) continue;
+    ++releases;
+    EXPECT_EQ(format_utc(s.timestamp_ns[i]).substr(11, 5), "10:00");
+  }
+  const double days = static_cast<double>(s.size()) / 13.0;  // 13 bars of 30 minutes a session
+  EXPECT_NEAR(static_cast<double>(releases) / days, 1.0 / 3.0, 0.08);
+  EXPECT_EQ(all.series[1].declared_known[0], s.declared_known[0]);
+}
+
+}  // namespace
+}  // namespace qtft::data

@@ -51,29 +51,40 @@ void for_each_chunk(const Column& col, F&& f) {
   }
 }
 
+// `valid`, when given, gets each row's validity (a null reads as 0); without it the caller
+// has rejected nulls.
 template <class ArrowType>
-void copy_numeric(const Column& col, std::vector<double>& out) {
+void copy_numeric(const Column& col, std::vector<double>& out, std::vector<uint8_t>* valid) {
   for_each_chunk<arrow::NumericArray<ArrowType>>(col, [&](const auto& a, int64_t offset) {
-    for (int64_t i = 0; i < a.length(); ++i) out[offset + i] = static_cast<double>(a.Value(i));
+    for (int64_t i = 0; i < a.length(); ++i) {
+      const bool present = !valid || a.IsValid(i);
+      if (valid) (*valid)[offset + i] = present;
+      out[offset + i] = present ? static_cast<double>(a.Value(i)) : 0.0;
+    }
   });
+}
+
+// Any integer or floating column as doubles; false for other types.
+bool copy_numbers(const Column& col, std::vector<double>& out, std::vector<uint8_t>* valid) {
+  switch (col.array->type()->id()) {
+    case arrow::Type::DOUBLE: copy_numeric<arrow::DoubleType>(col, out, valid); return true;
+    case arrow::Type::FLOAT: copy_numeric<arrow::FloatType>(col, out, valid); return true;
+    case arrow::Type::INT64: copy_numeric<arrow::Int64Type>(col, out, valid); return true;
+    case arrow::Type::INT32: copy_numeric<arrow::Int32Type>(col, out, valid); return true;
+    case arrow::Type::INT16: copy_numeric<arrow::Int16Type>(col, out, valid); return true;
+    case arrow::Type::INT8: copy_numeric<arrow::Int8Type>(col, out, valid); return true;
+    case arrow::Type::UINT64: copy_numeric<arrow::UInt64Type>(col, out, valid); return true;
+    case arrow::Type::UINT32: copy_numeric<arrow::UInt32Type>(col, out, valid); return true;
+    case arrow::Type::UINT16: copy_numeric<arrow::UInt16Type>(col, out, valid); return true;
+    case arrow::Type::UINT8: copy_numeric<arrow::UInt8Type>(col, out, valid); return true;
+    default: return false;
+  }
 }
 
 std::vector<double> numeric_values(const Column& col) {
   col.reject_nulls();
   std::vector<double> out(static_cast<size_t>(col.array->length()));
-  switch (col.array->type()->id()) {
-    case arrow::Type::DOUBLE: copy_numeric<arrow::DoubleType>(col, out); break;
-    case arrow::Type::FLOAT: copy_numeric<arrow::FloatType>(col, out); break;
-    case arrow::Type::INT64: copy_numeric<arrow::Int64Type>(col, out); break;
-    case arrow::Type::INT32: copy_numeric<arrow::Int32Type>(col, out); break;
-    case arrow::Type::INT16: copy_numeric<arrow::Int16Type>(col, out); break;
-    case arrow::Type::INT8: copy_numeric<arrow::Int8Type>(col, out); break;
-    case arrow::Type::UINT64: copy_numeric<arrow::UInt64Type>(col, out); break;
-    case arrow::Type::UINT32: copy_numeric<arrow::UInt32Type>(col, out); break;
-    case arrow::Type::UINT16: copy_numeric<arrow::UInt16Type>(col, out); break;
-    case arrow::Type::UINT8: copy_numeric<arrow::UInt8Type>(col, out); break;
-    default: col.fail("has type " + col.array->type()->ToString() + ", expected a number");
-  }
+  if (!copy_numbers(col, out, nullptr)) col.fail("has type " + col.array->type()->ToString() + ", expected a number");
   return out;
 }
 
@@ -264,44 +275,22 @@ struct DeclaredColumn {
   std::vector<uint8_t> valid;
 };
 
-template <class ArrowType>
-void copy_nullable(const Column& col, std::vector<double>& out, std::vector<uint8_t>& valid) {
-  for_each_chunk<arrow::NumericArray<ArrowType>>(col, [&](const auto& a, int64_t offset) {
-    for (int64_t i = 0; i < a.length(); ++i) {
-      valid[offset + i] = a.IsValid(i);
-      out[offset + i] = a.IsValid(i) ? static_cast<double>(a.Value(i)) : 0.0;
-    }
-  });
-}
-
 DeclaredColumn declared_column(const arrow::Table& table, const std::string& source, const std::string& name,
                                int64_t first_row) {
   DeclaredColumn d{Column{source, name, find_column(table, name), first_row}, {}, {}};
   const auto n = static_cast<size_t>(d.col.array->length());
   d.values.resize(n);
   d.valid.resize(n);
-  switch (d.col.array->type()->id()) {
-    case arrow::Type::DOUBLE: copy_nullable<arrow::DoubleType>(d.col, d.values, d.valid); break;
-    case arrow::Type::FLOAT: copy_nullable<arrow::FloatType>(d.col, d.values, d.valid); break;
-    case arrow::Type::INT64: copy_nullable<arrow::Int64Type>(d.col, d.values, d.valid); break;
-    case arrow::Type::INT32: copy_nullable<arrow::Int32Type>(d.col, d.values, d.valid); break;
-    case arrow::Type::INT16: copy_nullable<arrow::Int16Type>(d.col, d.values, d.valid); break;
-    case arrow::Type::INT8: copy_nullable<arrow::Int8Type>(d.col, d.values, d.valid); break;
-    case arrow::Type::UINT64: copy_nullable<arrow::UInt64Type>(d.col, d.values, d.valid); break;
-    case arrow::Type::UINT32: copy_nullable<arrow::UInt32Type>(d.col, d.values, d.valid); break;
-    case arrow::Type::UINT16: copy_nullable<arrow::UInt16Type>(d.col, d.values, d.valid); break;
-    case arrow::Type::UINT8: copy_nullable<arrow::UInt8Type>(d.col, d.values, d.valid); break;
-    case arrow::Type::BOOL:
-      for_each_chunk<arrow::BooleanArray>(d.col, [&](const auto& a, int64_t offset) {
-        for (int64_t i = 0; i < a.length(); ++i) {
-          d.valid[offset + i] = a.IsValid(i);
-          d.values[offset + i] = a.IsValid(i) && a.Value(i) ? 1.0 : 0.0;
-        }
-      });
-      break;
-    default:
-      d.col.fail("has type " + d.col.array->type()->ToString() +
-                 ", expected a number (a real input; text columns are categorical inputs)");
+  if (d.col.array->type()->id() == arrow::Type::BOOL) {
+    for_each_chunk<arrow::BooleanArray>(d.col, [&](const auto& a, int64_t offset) {
+      for (int64_t i = 0; i < a.length(); ++i) {
+        d.valid[offset + i] = a.IsValid(i);
+        d.values[offset + i] = a.IsValid(i) && a.Value(i) ? 1.0 : 0.0;
+      }
+    });
+  } else if (!copy_numbers(d.col, d.values, &d.valid)) {
+    d.col.fail("has type " + d.col.array->type()->ToString() +
+               ", expected a number (a real input; text columns are categorical inputs)");
   }
   for (size_t r = 0; r < n; ++r) {
     if (d.valid[r] && !std::isfinite(d.values[r]))

@@ -5,6 +5,7 @@
 
 #include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
+#include "qtft/common/format.h"
 #include "qtft/data/detail/features.h"
 
 namespace qtft::data {
@@ -37,12 +38,6 @@ int64_t windows_in(int64_t rows, const DatasetOptions& o) {
   return std::max<int64_t>(0, rows - (o.encoder_length + o.horizon) + 1);
 }
 
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 std::vector<std::string> names_of(const std::vector<FeatureStats>& stats) {
   std::vector<std::string> names;
   for (const auto& s : stats) names.push_back(s.name);
@@ -64,9 +59,9 @@ void check_spec_matches(bool has_range, bool has_volume, const DeclaredColumns& 
   const auto observed = input_names(spec.observed, InputSource::Column);
   const auto known = input_names(spec.known, InputSource::Column);
   if (declared.observed != observed || declared.known != known || declared.missing != spec.missing) {
-    throw Error(source + ": the model reads the declared columns observed [" + join(observed) + "], known [" +
-                join(known) + "] but the bars were read with observed [" + join(declared.observed) + "], known [" +
-                join(declared.known) + "]");
+    throw Error(source + ": the model reads the declared columns observed [" + join_names(observed) + "], known [" +
+                join_names(known) + "] but the bars were read with observed [" + join_names(declared.observed) +
+                "], known [" + join_names(declared.known) + "]");
   }
 }
 
@@ -218,13 +213,14 @@ void check_feature_names(const FeatureSpec& spec, const std::string& where) {
   }
   const auto known = known_feature_names();
   if (known != input_names(spec.known, InputSource::Derived)) {
-    throw Error(where + "'s known inputs [" + join(names_of(spec.known)) + "] are not the ones this qtft computes [" +
-                join(known) + "]; models saved before bar_gap became an observed input must be retrained");
+    throw Error(where + "'s known inputs [" + join_names(names_of(spec.known)) +
+                "] are not the ones this qtft computes [" + join_names(known) +
+                "]; models saved before bar_gap became an observed input must be retrained");
   }
   const auto observed = observed_feature_names(spec_uses_range(spec), spec_uses_volume(spec));
   if (observed != input_names(spec.observed, InputSource::Derived)) {
-    throw Error(where + "'s observed inputs [" + join(names_of(spec.observed)) +
-                "] are not the ones this qtft computes from such bars [" + join(observed) + "]");
+    throw Error(where + "'s observed inputs [" + join_names(names_of(spec.observed)) +
+                "] are not the ones this qtft computes from such bars [" + join_names(observed) + "]");
   }
 }
 
@@ -233,7 +229,8 @@ int64_t resolve_symbol_id(const FeatureSpec& spec, const std::string& symbol, bo
   if (sole_series && spec.symbols.size() == 1) return 0;
   auto it = std::find(spec.symbols.begin(), spec.symbols.end(), symbol);
   if (it == spec.symbols.end()) {
-    throw Error(source + ": symbol '" + symbol + "' was not in the training data (known: " + join(spec.symbols) + ")");
+    throw Error(source + ": symbol '" + symbol + "' was not in the training data (known: " + join_names(spec.symbols) +
+                ")");
   }
   return it - spec.symbols.begin();
 }

@@ -7,6 +7,7 @@
 // order, so a store's features are bitwise those of the in-memory path.
 #include "qtft/data/feature_store.h"
 
+#include <arrow/table.h>
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
@@ -121,7 +122,9 @@ json read_options_json(const BarReadOptions& r, const DeclaredColumns& declared)
 // every file has its columns).
 DeclaredColumns declared_columns(const BarSource& source) {
   if (source.read.inputs.empty()) return {};
-  if (!source.csv_file.empty()) return load_bars(source).declared;
+  // A CSV has no footer to read a schema from: Arrow reads the table, the bars are not built.
+  if (!source.csv_file.empty())
+    return resolve_declared_inputs(*read_csv_table(source.csv_file)->schema(), source.read, source.csv_file);
   std::string file = source.parquet_file;
   if (source.is_dataset_folder()) file = list_parquet_dataset(source.parquet_file, source.read).front().path;
   return resolve_declared_inputs(*read_parquet_schema(file), source.read, file);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "qtft/common/error.h"
+#include "qtft/common/format.h"
 
 namespace qtft::data {
 namespace {
@@ -17,12 +18,6 @@ bool is_glob(const std::string& pattern) { return pattern.find_first_of("*?[") !
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
 }
 
 // Who claimed a column first, for the message about a second claim.
@@ -45,7 +40,7 @@ DeclaredColumns resolve_inputs(const InputDeclaration& declaration, const std::v
       if (!is_glob(pattern)) {
         if (!contains(columns, pattern)) {
           throw Error(source + ": " + flag + " column '" + pattern +
-                      "' is not in the file (columns: " + joined(columns) + ")");
+                      "' is not in the file (columns: " + join_names(columns) + ")");
         }
         if (contains(not_inputs, pattern)) {
           throw Error(source + ": " + flag + " column '" + pattern +
@@ -59,7 +54,7 @@ DeclaredColumns resolve_inputs(const InputDeclaration& declaration, const std::v
         }
         if (matches.empty()) {
           throw Error(source + ": " + flag + " pattern '" + pattern +
-                      "' matches no column (columns: " + joined(columns) + ")");
+                      "' matches no column (columns: " + join_names(columns) + ")");
         }
       }
       for (const auto& m : matches) {

@@ -37,12 +37,6 @@ int64_t median_spacing(std::span<const int64_t> t) {
   return *mid;
 }
 
-std::string join_names(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 // The rows one series contributes to a batch, and what its forecast reports.
 struct PreparedSeries {
   data::SeriesFeatures features;  // min_bars() - 1 = encoder_length rows

@@ -15,6 +15,9 @@ std::string format_rounded(double value);
 // "2024-01-02T08:30:00Z", with fractional seconds only when present.
 std::string format_utc(int64_t timestamp_ns);
 
+// "a, b, c": names as a message lists them.
+std::string join_names(const std::vector<std::string>& names);
+
 // "[2, 3]": a tensor shape as people write it.
 std::string format_shape(const std::vector<int64_t>& shape);
 

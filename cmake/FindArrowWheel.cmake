@@ -13,8 +13,9 @@ list(GET _arrow_info 3 ARROW_WHEEL_SO_VERSION)
 # IMPORTED, as find modules' targets are: the installed package's export names it and its
 # qtftConfig.cmake defines it again from the consumer's wheel.
 add_library(qtft::arrow INTERFACE IMPORTED)
-# arrow_dataset (folder discovery, Hive partitions) needs arrow_acero at link time.
-foreach(_name arrow parquet arrow_acero arrow_dataset)
+# arrow_dataset (folder discovery, Hive partitions) needs arrow_acero at link time;
+# arrow_compute holds the kernels (local_timestamp for --calendar-timezone).
+foreach(_name arrow parquet arrow_acero arrow_dataset arrow_compute)
   set(_lib "${ARROW_WHEEL_LIBDIR}/lib${_name}.so.${ARROW_WHEEL_SO_VERSION}")
   if(NOT EXISTS "${_lib}")
     message(FATAL_ERROR "qtft: ${_lib} is missing from the pyarrow wheel")

@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "qtft/common/error.h"
 #include "qtft/common/format.h"
+#include "qtft/data/local_time.h"
 
 namespace qtft::cli {
 
@@ -55,6 +57,10 @@ void add_input_flags(CLI::App& cmd, DataFlags& f) {
                  "A declaration file for many inputs, JSON: {\"observed\": [\"f_*\"], \"known\": [...]}, added to the "
                  "flags' columns")
       ->check(CLI::ExistingFile);
+  cmd.add_option("--calendar-timezone", inputs.calendar_timezone,
+                 "The tz database zone whose clock the calendar inputs (time of day, day of week) read, e.g. "
+                 "America/Chicago for CME, so that a session open keeps its time of day across daylight saving; "
+                 "default UTC");
 }
 
 void add_window_flags(CLI::App& cmd, DataFlags& f) {
@@ -81,6 +87,10 @@ void finish_data_flags(DataFlags& f) {
   if (!f.inputs_file.empty()) {
     data::append_declaration(f.source.read.inputs, data::read_input_declaration(f.inputs_file));
     f.inputs_file.clear();  // once, however often the flags are finished
+  }
+  if (const auto& zone = f.source.read.inputs.calendar_timezone; !zone.empty() && !data::is_time_zone(zone)) {
+    throw UsageError("--calendar-timezone: '" + zone +
+                     "' is not a zone of the tz database (names such as America/Chicago, Europe/London, UTC)");
   }
   f.source.read.epoch_unit = f.timestamp_unit == "s"    ? data::EpochUnit::Seconds
                              : f.timestamp_unit == "ms" ? data::EpochUnit::Milliseconds

@@ -23,7 +23,10 @@ BarSet load_bars(const BarSource& source) {
         "--observed and --known declare columns of a file, and the embedded data has bars only: write "
         "it with its extra columns (qtft make-data --extra-inputs K --output F.parquet) and train on F");
   }
-  return generate_synthetic_bars(source.synthetic);
+  BarSet bars = generate_synthetic_bars(source.synthetic);
+  // The embedded bars' extra columns (make-data --extra-inputs) stay as generated.
+  bars.declared.calendar_timezone = without_columns(source.read.inputs, describe_source(source)).calendar_timezone;
+  return bars;
 }
 
 BarSet load_latest_bars(const BarSource& source, size_t keep) {

@@ -7,6 +7,7 @@
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/detail/features.h"
+#include "qtft/data/local_time.h"
 
 namespace qtft::data {
 namespace {
@@ -44,6 +45,8 @@ std::vector<std::string> names_of(const std::vector<FeatureStats>& stats) {
   return names;
 }
 
+std::string zone_name(const std::string& zone) { return zone.empty() ? "UTC (no --calendar-timezone)" : zone; }
+
 void check_spec_matches(bool has_range, bool has_volume, const DeclaredColumns& declared, const std::string& source,
                         const FeatureSpec& spec) {
   check_feature_names(spec, source + ": the model");
@@ -58,6 +61,10 @@ void check_spec_matches(bool has_range, bool has_volume, const DeclaredColumns& 
   }
   const auto observed = input_names(spec.observed, InputSource::Column);
   const auto known = input_names(spec.known, InputSource::Column);
+  if (declared.calendar_timezone != spec.calendar_timezone) {
+    throw Error(source + ": the model's calendar is in " + zone_name(spec.calendar_timezone) +
+                " but the bars were read for " + zone_name(declared.calendar_timezone));
+  }
   if (declared.observed != observed || declared.known != known || declared.missing != spec.missing) {
     throw Error(source + ": the model reads the declared columns observed [" + join_names(observed) + "], known [" +
                 join_names(known) + "] but the bars were read with observed [" + join_names(declared.observed) +
@@ -97,7 +104,7 @@ void SpecFitter::add(const BarSeries& s) {
   // Features are recomputed when the dataset is assembled rather than kept: this holds one
   // series' doubles at a time, which matters for files of millions of bars.
   RawFeatures& raw = *raw_;
-  compute_raw_features(s, has_range_, has_volume_, raw);
+  compute_raw_features(s, has_range_, has_volume_, declared_.calendar_timezone, raw);
   if (raw.observed_width != observed_count_ || raw.known_width != known_count_) {
     throw Error("symbol '" + s.symbol + "': carries " + std::to_string(s.declared_observed.size()) + " observed and " +
                 std::to_string(s.declared_known.size()) + " known declared columns, the other series " +
@@ -119,6 +126,7 @@ FeatureSpec SpecFitter::finish() const {
   FeatureSpec spec;
   spec.symbols = symbols_;
   spec.missing = declared_.missing;
+  spec.calendar_timezone = declared_.calendar_timezone;
   // Derived inputs first, then the declared columns, as compute_raw_features lays out a row.
   auto names_and_sources = [](std::vector<std::string> derived, const std::vector<std::string>& columns) {
     std::vector<std::pair<std::string, InputSource>> out;
@@ -182,8 +190,13 @@ SeriesView view_of(const SeriesFeatures& f) {
 }
 
 InputDeclaration declaration_of(const FeatureSpec& spec) {
-  return {input_names(spec.observed, InputSource::Column), input_names(spec.known, InputSource::Column), spec.missing,
-          /*from_model=*/true};
+  InputDeclaration out;
+  out.observed = input_names(spec.observed, InputSource::Column);
+  out.known = input_names(spec.known, InputSource::Column);
+  out.missing = spec.missing;
+  out.calendar_timezone = spec.calendar_timezone;
+  out.from_model = true;
+  return out;
 }
 
 std::vector<std::string> input_names(const std::vector<FeatureStats>& stats, InputSource source) {
@@ -245,7 +258,7 @@ SeriesFeatures featurize_series(const BarSeries& s, bool has_range, bool has_vol
 
 void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const FeatureSpec& spec, int64_t symbol_id,
                       RawFeatures& raw, SeriesFeatures& f) {
-  compute_raw_features(s, has_range, has_volume, raw);
+  compute_raw_features(s, has_range, has_volume, spec.calendar_timezone, raw);
   if (raw.observed_width != spec.observed.size() || raw.known_width != spec.known.size()) {
     throw Error("symbol '" + s.symbol + "': its bars give " + std::to_string(raw.observed_width) + " observed and " +
                 std::to_string(raw.known_width) + " known inputs, the feature spec has " +
@@ -271,9 +284,11 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const
     throw Error("the model reads the declared known column '" + declared.front() +
                 "', whose values at future bars are data, not a function of their timestamps");
   }
+  std::vector<int64_t> wall_clock;
+  local_wall_clock(timestamps_ns, spec.calendar_timezone, wall_clock);
   std::vector<double> raw;
   raw.reserve(timestamps_ns.size() * spec.known.size());
-  for (int64_t t : timestamps_ns) append_known_features(t, raw);
+  for (int64_t t : wall_clock) append_known_features(t, raw);
   std::vector<float> out;
   normalize_into(raw, spec.known, out);
   return out;

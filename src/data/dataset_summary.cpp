@@ -61,6 +61,8 @@ std::string summarize_dataset(const Dataset& dataset) {
   if (!input_names(spec.observed, InputSource::Column).empty() || !input_names(spec.known, InputSource::Column).empty())
     out += "  input counts: " + count_of(spec.observed, "observed") + ", " + count_of(spec.known, "known") +
            ", 1 static\n";
+  if (!spec.calendar_timezone.empty())
+    out += "  calendar: time of day and day of week in " + spec.calendar_timezone + "\n";
   const auto& notes = dataset.notes();
   if (!notes.unused_columns.empty()) {
     const auto n = notes.unused_columns.size();

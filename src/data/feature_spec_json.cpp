@@ -50,6 +50,7 @@ nlohmann::json to_json(const FeatureSpec& spec) {
                      {"symbols", spec.symbols},
                      {"target_scale", spec.target_scale}};
   if (spec.missing == MissingValues::ForwardFill) out["missing"] = "forward-fill";
+  if (!spec.calendar_timezone.empty()) out["calendar_timezone"] = spec.calendar_timezone;
   return out;
 }
 
@@ -64,6 +65,7 @@ FeatureSpec feature_spec_from_json(const nlohmann::json& json) {
     if (missing != "error" && missing != "forward-fill")
       throw Error("model file: malformed feature spec: missing '" + missing + "' (expected error or forward-fill)");
     spec.missing = missing == "forward-fill" ? MissingValues::ForwardFill : MissingValues::Error;
+    spec.calendar_timezone = json.value("calendar_timezone", std::string());
     return spec;
   });
 }

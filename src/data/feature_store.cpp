@@ -115,13 +115,14 @@ json read_options_json(const BarReadOptions& r, const DeclaredColumns& declared)
     out["inputs"] = {{"observed", declared.observed}, {"known", declared.known}};
     if (declared.missing == MissingValues::ForwardFill) out["inputs"]["missing"] = "forward-fill";
   }
+  if (!declared.calendar_timezone.empty()) out["calendar_timezone"] = declared.calendar_timezone;
   return out;
 }
 
 // The source's column names resolved against its declaration (the first file of a folder:
 // every file has its columns).
 DeclaredColumns declared_columns(const BarSource& source) {
-  if (source.read.inputs.empty()) return {};
+  if (source.read.inputs.empty()) return without_columns(source.read.inputs, describe_source(source));
   // A CSV has no footer to read a schema from: Arrow reads the table, the bars are not built.
   if (!source.csv_file.empty())
     return resolve_declared_inputs(*read_csv_table(source.csv_file)->schema(), source.read, source.csv_file);

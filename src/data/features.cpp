@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "qtft/common/detail/calendar.h"
+#include "qtft/data/local_time.h"
 
 namespace qtft::data {
 
@@ -32,13 +33,15 @@ void append_known_features(int64_t t, std::vector<double>& out) {
   out.push_back(std::cos(week_phase));
 }
 
-RawFeatures compute_raw_features(const BarSeries& s, bool has_range, bool has_volume) {
+RawFeatures compute_raw_features(const BarSeries& s, bool has_range, bool has_volume,
+                                 const std::string& calendar_timezone) {
   RawFeatures f;
-  compute_raw_features(s, has_range, has_volume, f);
+  compute_raw_features(s, has_range, has_volume, calendar_timezone, f);
   return f;
 }
 
-void compute_raw_features(const BarSeries& s, bool has_range, bool has_volume, RawFeatures& f) {
+void compute_raw_features(const BarSeries& s, bool has_range, bool has_volume, const std::string& calendar_timezone,
+                          RawFeatures& f) {
   f.observed_names = observed_feature_names(has_range, has_volume);
   f.known_names = known_feature_names();
   f.observed_width = f.observed_names.size() + s.declared_observed.size();
@@ -50,6 +53,7 @@ void compute_raw_features(const BarSeries& s, bool has_range, bool has_volume, R
   f.observed.reserve(rows * f.observed_width);
   f.known.reserve(rows * f.known_width);
   f.log_return.reserve(rows);
+  local_wall_clock(s.timestamp_ns, calendar_timezone, f.wall_clock_ns);
   for (size_t i = 1; i < s.size(); ++i) {
     double r = std::log(s.close[i] / s.close[i - 1]);
     f.log_return.push_back(r);
@@ -62,7 +66,7 @@ void compute_raw_features(const BarSeries& s, bool has_range, bool has_volume, R
     double gap_minutes = static_cast<double>(s.timestamp_ns[i] - s.timestamp_ns[i - 1]) / (60.0 * kNanosPerSecond);
     f.observed.push_back(std::log1p(gap_minutes));
     for (const auto& column : s.declared_observed) f.observed.push_back(column[i]);
-    append_known_features(s.timestamp_ns[i], f.known);
+    append_known_features(f.wall_clock_ns[i], f.known);
     for (const auto& column : s.declared_known) f.known.push_back(column[i]);
   }
 }

@@ -10,6 +10,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
+#include "qtft/data/local_time.h"
 
 namespace qtft::data {
 namespace {
@@ -28,11 +29,22 @@ struct Claim {
 
 }  // namespace
 
+DeclaredColumns without_columns(const InputDeclaration& declaration, const std::string& source) {
+  DeclaredColumns out;
+  out.missing = declaration.missing;
+  const auto& zone = declaration.calendar_timezone;
+  if (!zone.empty() && !is_time_zone(zone)) {
+    throw Error(source + ": " + (declaration.from_model ? "the model's calendar" : "--calendar-timezone") + " zone '" +
+                zone + "' is not in the tz database (a name such as America/Chicago)");
+  }
+  out.calendar_timezone = zone;
+  return out;
+}
+
 DeclaredColumns resolve_inputs(const InputDeclaration& declaration, const std::vector<std::string>& columns,
                                const std::vector<std::string>& bar_columns, const std::vector<std::string>& not_inputs,
                                const std::string& source) {
-  DeclaredColumns out;
-  out.missing = declaration.missing;
+  DeclaredColumns out = without_columns(declaration, source);
   std::map<std::string, Claim> claimed;
   auto take = [&](const std::vector<std::string>& patterns, const char* flag, std::vector<std::string>& into) {
     for (const auto& pattern : patterns) {

@@ -81,5 +81,21 @@ TEST_F(DeclaredInputsCli, MistakesExitOneNamingTheColumnAndWriteNothing) {
   EXPECT_THAT(run.err, HasSubstr("make-data --extra-inputs"));
 }
 
+TEST_F(DeclaredInputsCli, TheCalendarZoneGoesWithTheModel) {
+  const auto model = dir_.file("chicago.safetensors");
+  auto run = run_qtft(dir_, "train --parquet-file " + data_ + " --calendar-timezone America/Chicago" + kModel + kShort +
+                                " --save-model " + model);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("calendar: time of day and day of week in America/Chicago"));
+  EXPECT_EQ(artifact::load_model_file(model).features.calendar_timezone, "America/Chicago");
+  // The bars ahead get their calendar on the model's clock, without the flag.
+  run = run_qtft(dir_, "forecast --load-model " + model + " --parquet-file " + data_);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+
+  run = run_qtft(dir_, "train --calendar-timezone Mars/Olympus_Mons" + kModel + kShort);
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("--calendar-timezone: 'Mars/Olympus_Mons' is not a zone of the tz database"));
+}
+
 }  // namespace
 }  // namespace qtft

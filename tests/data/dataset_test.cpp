@@ -37,7 +37,7 @@ TEST(Features, HandComputedValues) {
   s.low = {98, 100};
   s.close = {100, 102};
   s.volume = {10, 99};
-  auto f = compute_raw_features(s, true, true);
+  auto f = compute_raw_features(s, true, true, "");
   ASSERT_EQ(f.log_return.size(), 1u);
   EXPECT_DOUBLE_EQ(f.observed[0], std::log(102.0 / 100.0));  // log_return
   EXPECT_DOUBLE_EQ(f.observed[1], std::log(104.0 / 100.0));  // hl_range
@@ -102,7 +102,7 @@ TEST(Dataset, NormalizationComesFromTheTrainingSplitOnly) {
   EXPECT_EQ(d.spec().target_scale, baseline.spec().target_scale);
 
   // And they equal the moments of the first 60 feature rows, computed here directly.
-  auto raw = compute_raw_features(bars.series[0], true, true);
+  auto raw = compute_raw_features(bars.series[0], true, true, "");
   double mean = 0, var = 0;
   constexpr int kWidth = 5;  // log_return, hl_range, close_open, log_volume, bar_gap
   for (int r = 0; r < 60; ++r) mean += raw.observed[r * kWidth + 3];

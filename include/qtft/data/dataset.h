@@ -51,6 +51,7 @@ struct FeatureSpec {
   std::vector<std::string> symbols;              // the static categorical's vocabulary
   double target_scale = 1.0;                     // training-split std of the one-bar log return
   MissingValues missing = MissingValues::Error;  // how the declared columns' nulls were read
+  std::string calendar_timezone;                 // the calendar inputs' tz database zone; empty: UTC
 };
 
 // What reading a source left out, for the data summary.
@@ -100,7 +101,8 @@ struct FeaturePlan {
   bool saved = false;
 };
 
-// The declared columns a spec reads, by kind, as exact names: how bars are read for a model.
+// The declared columns a spec reads, by kind, as exact names, and its calendar's zone: how
+// bars are read for a model.
 InputDeclaration declaration_of(const FeatureSpec& spec);
 // The names of the inputs in `stats` that come from `source` ("log_return", a column's name).
 std::vector<std::string> input_names(const std::vector<FeatureStats>& stats, InputSource source);
@@ -147,7 +149,8 @@ SeriesFeatures featurize_series(const BarSeries& series, bool has_range, bool ha
                                 int64_t symbol_id);
 void featurize_series(const BarSeries& series, bool has_range, bool has_volume, const FeatureSpec& spec,
                       int64_t symbol_id, RawFeatures& raw, SeriesFeatures& out);
-// The known inputs of bars at `timestamps_ns`, normalized by `spec`: timestamps x known.
+// The known inputs of bars at `timestamps_ns` (UTC), on the calendar of `spec`'s zone and
+// normalized by `spec`: timestamps x known.
 // Only for a spec whose known inputs are all derived (the calendar); throws qtft::Error
 // naming the first declared known column otherwise, since its future values are data.
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec);

@@ -17,9 +17,12 @@ struct InputDeclaration {
   std::vector<std::string> observed;
   std::vector<std::string> known;
   MissingValues missing = MissingValues::Error;
+  // The tz database zone whose wall clock the calendar inputs read (--calendar-timezone);
+  // empty for UTC.
+  std::string calendar_timezone;
   // A saved model's columns (data::declaration_of) rather than the user's flags: errors say so.
   bool from_model = false;
-  bool empty() const { return observed.empty() && known.empty(); }
+  bool empty() const { return observed.empty() && known.empty(); }  // declares no column
 };
 
 // A declaration file (--inputs FILE), JSON: {"observed": ["lead_signal", "f_*"], "known":
@@ -38,14 +41,19 @@ struct DeclaredColumns {
   std::vector<std::string> known;
   std::vector<std::string> unused;
   MissingValues missing = MissingValues::Error;
-  bool empty() const { return observed.empty() && known.empty(); }
+  std::string calendar_timezone;                                    // checked against the tz database; empty for UTC
+  bool empty() const { return observed.empty() && known.empty(); }  // reads no column
 };
+// A declaration of no column (its missing values and calendar only): what bars without
+// declared columns, such as the embedded data, are read under. Throws qtft::Error naming
+// `source` for a calendar zone the tz database does not know.
+DeclaredColumns without_columns(const InputDeclaration& declaration, const std::string& source);
 
 // `columns` are the file's column names in file order; `bar_columns` those the bar reader
 // takes (timestamp, symbol, prices, volume), which a glob never matches. Throws qtft::Error
 // naming `source` for a name that no column has (listing the columns), a glob matching
 // nothing, a column declared twice or under two kinds, and a timestamp or symbol column
-// declared as an input (`not_inputs`).
+// declared as an input (`not_inputs`), and for a calendar zone the tz database does not know.
 DeclaredColumns resolve_inputs(const InputDeclaration& declaration, const std::vector<std::string>& columns,
                                const std::vector<std::string>& bar_columns, const std::vector<std::string>& not_inputs,
                                const std::string& source);

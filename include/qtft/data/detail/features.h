@@ -16,6 +16,7 @@ struct RawFeatures {
   std::vector<double> observed;                // rows x observed_width
   std::vector<double> known;                   // rows x known_width
   std::vector<double> log_return;              // rows; also the target
+  std::vector<int64_t> wall_clock_ns;          // scratch: the bars' times on the calendar's clock
 };
 
 // Observed (past-only) inputs:
@@ -26,16 +27,20 @@ struct RawFeatures {
 //   bar_gap      log(1 + minutes since the previous bar): marks session and weekend gaps
 // Known inputs, a function of the bar's timestamp alone, so that a forecast can compute
 // them for bars that have not happened yet from their scheduled times:
-//   time_of_day_sin/cos, day_of_week_sin/cos     cyclic encodings, UTC
+//   time_of_day_sin/cos, day_of_week_sin/cos     cyclic encodings, on the clock of
+//                                                the calendar's zone (UTC when empty)
 // bar_gap is observed, not known: the gap before a future bar is only known once the bar
 // exists (a halt, a missing bar), and a known bar_gap let backtests see it in advance.
 std::vector<std::string> observed_feature_names(bool has_range, bool has_volume);
 std::vector<std::string> known_feature_names();
-RawFeatures compute_raw_features(const BarSeries& series, bool has_range, bool has_volume);
+RawFeatures compute_raw_features(const BarSeries& series, bool has_range, bool has_volume,
+                                 const std::string& calendar_timezone);
 // The same into `out`, reusing its buffers: a pass over hundreds of series then allocates
 // (and the kernel zeroes) its memory once, not once per series.
-void compute_raw_features(const BarSeries& series, bool has_range, bool has_volume, RawFeatures& out);
-// The known inputs of a bar at `timestamp_ns`, in known_feature_names() order, appended.
-void append_known_features(int64_t timestamp_ns, std::vector<double>& out);
+void compute_raw_features(const BarSeries& series, bool has_range, bool has_volume,
+                          const std::string& calendar_timezone, RawFeatures& out);
+// The known inputs of a bar at `wall_clock_ns` (local_wall_clock's, UTC's for an empty
+// zone), in known_feature_names() order, appended.
+void append_known_features(int64_t wall_clock_ns, std::vector<double>& out);
 
 }  // namespace qtft::data

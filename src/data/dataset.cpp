@@ -59,12 +59,12 @@ void check_spec_matches(bool has_range, bool has_volume, const DeclaredColumns& 
   if (spec_uses_volume(spec) && !has_volume) {
     throw Error(source + ": the model was trained on bars with volume (input log_volume) but this file has none");
   }
-  const auto observed = input_names(spec.observed, InputSource::Column);
-  const auto known = input_names(spec.known, InputSource::Column);
   if (declared.calendar_timezone != spec.calendar_timezone) {
     throw Error(source + ": the model's calendar is in " + zone_name(spec.calendar_timezone) +
                 " but the bars were read for " + zone_name(declared.calendar_timezone));
   }
+  const auto observed = input_names(spec.observed, InputSource::Column);
+  const auto known = input_names(spec.known, InputSource::Column);
   if (declared.observed != observed || declared.known != known || declared.missing != spec.missing) {
     throw Error(source + ": the model reads the declared columns observed [" + join_names(observed) + "], known [" +
                 join_names(known) + "] but the bars were read with observed [" + join_names(declared.observed) +

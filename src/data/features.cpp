@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <span>
 
 #include "qtft/common/detail/calendar.h"
 #include "qtft/data/local_time.h"
@@ -53,7 +54,12 @@ void compute_raw_features(const BarSeries& s, bool has_range, bool has_volume, c
   f.observed.reserve(rows * f.observed_width);
   f.known.reserve(rows * f.known_width);
   f.log_return.reserve(rows);
-  local_wall_clock(s.timestamp_ns, calendar_timezone, f.wall_clock_ns);
+  // UTC needs no conversion: the bars' own times are the calendar's clock.
+  std::span<const int64_t> clock = s.timestamp_ns;
+  if (!calendar_timezone.empty()) {
+    local_wall_clock(s.timestamp_ns, calendar_timezone, f.wall_clock_ns);
+    clock = f.wall_clock_ns;
+  }
   for (size_t i = 1; i < s.size(); ++i) {
     double r = std::log(s.close[i] / s.close[i - 1]);
     f.log_return.push_back(r);
@@ -66,7 +72,7 @@ void compute_raw_features(const BarSeries& s, bool has_range, bool has_volume, c
     double gap_minutes = static_cast<double>(s.timestamp_ns[i] - s.timestamp_ns[i - 1]) / (60.0 * kNanosPerSecond);
     f.observed.push_back(std::log1p(gap_minutes));
     for (const auto& column : s.declared_observed) f.observed.push_back(column[i]);
-    append_known_features(f.wall_clock_ns[i], f.known);
+    append_known_features(clock[i], f.known);
     for (const auto& column : s.declared_known) f.known.push_back(column[i]);
   }
 }

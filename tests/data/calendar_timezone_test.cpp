@@ -21,10 +21,12 @@
 #include "qtft/data/parquet_dataset.h"
 #include "qtft/data/synthetic.h"
 #include "support/temp_dir.h"
+#include "support/tiny_windows.h"
 
 namespace qtft::data {
 namespace {
 
+using test::tiny_windows;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -91,15 +93,6 @@ std::string hourly_csv() {
   out << "timestamp,close\n";
   for (int i = 0; i < 30; ++i) out << format_utc(kBeforeSpring - 12 * kHour + i * kHour) << "," << 100 + i % 3 << "\n";
   return out.str();
-}
-
-DatasetOptions tiny_windows() {
-  DatasetOptions o;
-  o.encoder_length = 2;
-  o.horizon = 1;
-  o.validation_fraction = 0.2;
-  o.test_fraction = 0.2;
-  return o;
 }
 
 BarSource in_zone(const std::string& file, const std::string& zone) {

@@ -22,11 +22,13 @@
 #include "qtft/data/parquet_dataset.h"
 #include "qtft/data/synthetic.h"
 #include "support/temp_dir.h"
+#include "support/tiny_windows.h"
 
 namespace qtft::data {
 namespace {
 
 namespace fs = std::filesystem;
+using test::tiny_windows;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Names = std::vector<std::string>;
@@ -118,15 +120,6 @@ std::string declared_csv(const std::map<int, std::string>& x_cells = {}) {
 BarReadOptions declaring(Names observed, Names known) {
   BarReadOptions o;
   o.inputs = {std::move(observed), std::move(known)};
-  return o;
-}
-
-DatasetOptions tiny_windows() {
-  DatasetOptions o;
-  o.encoder_length = 2;
-  o.horizon = 1;
-  o.validation_fraction = 0.2;
-  o.test_fraction = 0.2;
   return o;
 }
 

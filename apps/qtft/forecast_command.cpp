@@ -53,6 +53,7 @@ void add_forecast_command(CLI::App& app) {
     // Only each series' last bars are kept, file by file: a folder of years of bars costs
     // the largest file, not the whole history.
     f.data.source.read.inputs = forecaster.inputs();
+    f.data.source.read.future_rows = true;  // rows ahead carry the known inputs of the bars to forecast
     auto bars = data::load_latest_bars(f.data.source, static_cast<size_t>(forecaster.min_bars()));
     auto forecasts = forecaster.forecast(bars.series);
     if (!f.output.empty()) {

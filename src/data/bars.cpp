@@ -1,6 +1,7 @@
 #include "qtft/data/bars.h"
 
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #include "qtft/common/error.h"
@@ -30,8 +31,15 @@ void append_bars(BarSeries& to, const BarSeries& from) {
     if (a.empty()) a.resize(b.size());
     for (size_t c = 0; c < b.size(); ++c) append(a[c], b[c]);
   };
+  if (!to.future_timestamp_ns.empty() && from.size() > 0) {
+    throw Error("symbol '" + to.symbol + "': the bar at " + format_utc(from.timestamp_ns.front()) +
+                " follows its future rows (an empty close at " + format_utc(to.future_timestamp_ns.front()) +
+                "); future rows come after the last bar");
+  }
   append_columns(to.declared_observed, from.declared_observed);
   append_columns(to.declared_known, from.declared_known);
+  append(to.future_timestamp_ns, from.future_timestamp_ns);
+  append_columns(to.future_known, from.future_known);
 }
 
 BarSeries slice_bars(const BarSeries& s, size_t begin, size_t end) {
@@ -54,8 +62,45 @@ BarSeries slice_bars(const BarSeries& s, size_t begin, size_t end) {
   out.volume = slice(s.volume);
   for (const auto& column : s.declared_observed) out.declared_observed.push_back(slice(column));
   for (const auto& column : s.declared_known) out.declared_known.push_back(slice(column));
+  if (end == s.size()) {
+    out.future_timestamp_ns = s.future_timestamp_ns;
+    out.future_known = s.future_known;
+  }
   return out;
 }
+
+namespace {
+
+// The rows ahead: after the last bar, increasing, each with every declared known value.
+void validate_future_rows(const BarSeries& s, const std::string& where) {
+  const size_t n = s.future_timestamp_ns.size();
+  if (n == 0 && s.future_known.empty()) return;
+  if (s.future_known.size() != s.declared_known.size()) {
+    throw Error(where + ": its future rows carry " + std::to_string(s.future_known.size()) +
+                " declared known columns, its bars " + std::to_string(s.declared_known.size()));
+  }
+  for (const auto& column : s.future_known) {
+    if (column.size() != n) {
+      throw Error(where + ": a declared known input has " + std::to_string(column.size()) + " future values but " +
+                  std::to_string(n) + " future timestamps");
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t previous = i > 0 ? s.future_timestamp_ns[i - 1] : (s.size() > 0 ? s.timestamp_ns.back() : INT64_MIN);
+    const std::string row =
+        where + ": future row " + std::to_string(i + 1) + " (" + format_utc(s.future_timestamp_ns[i]) + "): ";
+    if (s.future_timestamp_ns[i] <= previous) {
+      throw Error(row + "not after " + format_utc(previous) + (i > 0 ? ", the future row before" : ", the last bar"));
+    }
+    for (size_t c = 0; c < s.future_known.size(); ++c) {
+      const double v = s.future_known[c][i];
+      if (!std::isfinite(v))
+        throw Error(row + "declared known input " + std::to_string(c + 1) + " " + format_number(v) + " is not finite");
+    }
+  }
+}
+
+}  // namespace
 
 void validate_series(const BarSeries& s, const std::string& source) {
   const std::string where = source + ": symbol '" + s.symbol + "'";
@@ -113,6 +158,7 @@ void validate_series(const BarSeries& s, const std::string& source) {
       }
     }
   }
+  validate_future_rows(s, where);
 }
 
 }  // namespace qtft::data

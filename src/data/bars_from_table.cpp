@@ -88,6 +88,40 @@ std::vector<double> numeric_values(const Column& col) {
   return out;
 }
 
+// A bar column whose cells in future rows (`future`, empty when there are none) are not read.
+std::vector<double> bar_values(const Column& col, const std::vector<uint8_t>& future) {
+  if (future.empty()) return numeric_values(col);
+  const auto n = static_cast<size_t>(col.array->length());
+  std::vector<double> out(n);
+  std::vector<uint8_t> valid(n);
+  if (!copy_numbers(col, out, &valid)) col.fail("has type " + col.array->type()->ToString() + ", expected a number");
+  for (size_t r = 0; r < n; ++r) {
+    if (!valid[r] && !future[r]) col.fail_at(static_cast<int64_t>(r), "null value");
+  }
+  return out;
+}
+
+// The close, and which rows are future rows (an empty close) when the reader takes them.
+std::vector<double> close_values(const Column& col, bool future_rows, std::vector<uint8_t>& future) {
+  if (col.array->null_count() == 0) return numeric_values(col);
+  if (!future_rows) {
+    int64_t offset = 0;
+    for (const auto& chunk : col.array->chunks()) {
+      for (int64_t i = 0; i < chunk->length(); ++i) {
+        if (chunk->IsNull(i))
+          col.fail_at(offset + i, "null value (a row ahead with an empty close is read by forecast only)");
+      }
+      offset += chunk->length();
+    }
+  }
+  const auto n = static_cast<size_t>(col.array->length());
+  std::vector<double> out(n);
+  future.resize(n);
+  if (!copy_numbers(col, out, &future)) col.fail("has type " + col.array->type()->ToString() + ", expected a number");
+  for (auto& f : future) f = !f;  // copy_numbers wrote validity
+  return out;
+}
+
 int64_t scale_to_ns(const Column& col, int64_t row, int64_t value, int64_t factor) {
   if (value > std::numeric_limits<int64_t>::max() / factor || value < std::numeric_limits<int64_t>::min() / factor) {
     col.fail_at(row, "timestamp " + std::to_string(value) + " is outside the representable range (years 1677 to 2262)");
@@ -379,14 +413,15 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
   const size_t n_observed = bars.declared.observed.size();
 
   auto ts = timestamp_values(ts_col, options.epoch_unit);
-  auto close = numeric_values(close_col);
+  std::vector<uint8_t> future;  // per row: a future row (empty close); empty when none is
+  auto close = close_values(close_col, options.future_rows, future);
   std::vector<double> open, high, low, volume;
   if (bars.has_range) {
-    open = numeric_values(open_col);
-    high = numeric_values(high_col);
-    low = numeric_values(low_col);
+    open = bar_values(open_col, future);
+    high = bar_values(high_col, future);
+    low = bar_values(low_col, future);
   }
-  if (bars.has_volume) volume = numeric_values(volume_col);
+  if (bars.has_volume) volume = bar_values(volume_col, future);
   SymbolCodes symbols;
   if (symbol_col.array) {
     if (!options.symbol.empty()) {
@@ -441,8 +476,42 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
     // all precision: no market quotes such a price, so it is a corrupt value.
     if (v < kMinPrice) col.fail_at(row, "price " + format_number(v) + " is too small to be a price (below 1e-300)");
   };
+  std::vector<int64_t> first_future_row(symbols.names.size(), -1);
   for (int64_t row = 0; row < static_cast<int64_t>(close.size()); ++row) {
     auto r = static_cast<size_t>(row);
+    auto code = static_cast<size_t>(symbols.codes[r]);
+    auto& series = bars.series[code];
+    if (!future.empty() && future[r]) {
+      // A bar ahead: its time and the known inputs there, nothing of its prices.
+      for (size_t c = n_observed; c < declared.size(); ++c) {
+        if (!declared[c].valid[r]) {
+          declared[c].col.fail_at(row,
+                                  "empty in a future row of symbol '" + series.symbol +
+                                      "' (its close is empty): a forecast needs the known inputs of the bars ahead");
+        }
+      }
+      const bool after_future = !series.future_timestamp_ns.empty();
+      if (after_future || last_row[code] >= 0) {
+        const int64_t prev = after_future ? series.future_timestamp_ns.back() : series.timestamp_ns.back();
+        if (ts[r] <= prev) {
+          ts_col.fail_at(row,
+                         "future row of symbol '" + series.symbol + "' at " + format_utc(ts[r]) + " is not after " +
+                             format_utc(prev) + ", row " +
+                             std::to_string(first_row + (after_future ? first_future_row[code] : last_row[code]) + 1));
+        }
+      }
+      if (!after_future) first_future_row[code] = row;
+      series.future_timestamp_ns.push_back(ts[r]);
+      series.future_known.resize(declared.size() - n_observed);
+      for (size_t c = n_observed; c < declared.size(); ++c)
+        series.future_known[c - n_observed].push_back(declared[c].values[r]);
+      continue;
+    }
+    if (first_future_row[code] >= 0) {
+      close_col.fail_at(row, "a bar of symbol '" + series.symbol + "' after its future rows (row " +
+                                 std::to_string(first_row + first_future_row[code] + 1) +
+                                 " has an empty close): future rows come after the last bar");
+    }
     check_price(close_col, row, close[r]);
     if (bars.has_range) {
       check_price(open_col, row, open[r]);
@@ -458,8 +527,6 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
       }
       if (volume[r] < 0) volume_col.fail_at(row, "volume " + format_number(volume[r]) + " is negative");
     }
-    auto code = static_cast<size_t>(symbols.codes[r]);
-    auto& series = bars.series[code];
     auto& st = state[code];
     if (!declared.empty() && !st.begun) {
       // A rolling feature's warm-up: the series starts at its first complete row.

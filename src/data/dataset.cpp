@@ -279,19 +279,33 @@ void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const
   f.split_bounds = {0, rows, rows, rows};
 }
 
-std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec) {
-  if (const auto declared = input_names(spec.known, InputSource::Column); !declared.empty()) {
-    throw Error("the model reads the declared known column '" + declared.front() +
-                "', whose values at future bars are data, not a function of their timestamps");
+std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
+                                   std::span<const std::vector<double>> declared_known, const FeatureSpec& spec) {
+  const auto declared = input_names(spec.known, InputSource::Column);
+  for (size_t c = 0; c < declared.size(); ++c) {
+    if (c >= declared_known.size() || declared_known[c].size() < timestamps_ns.size()) {
+      const size_t given = c < declared_known.size() ? declared_known[c].size() : 0;
+      throw Error("the model reads the declared known column '" + declared[c] + "', whose values at future bars are " +
+                  "data, not a function of their timestamps: " + std::to_string(timestamps_ns.size()) +
+                  " future values needed, " + std::to_string(given) + " given");
+    }
   }
   std::vector<int64_t> wall_clock;
   local_wall_clock(timestamps_ns, spec.calendar_timezone, wall_clock);
   std::vector<double> raw;
   raw.reserve(timestamps_ns.size() * spec.known.size());
-  for (int64_t t : wall_clock) append_known_features(t, raw);
+  // The layout of compute_raw_features: the calendar terms, then the declared columns.
+  for (size_t i = 0; i < wall_clock.size(); ++i) {
+    append_known_features(wall_clock[i], raw);
+    for (size_t c = 0; c < declared.size(); ++c) raw.push_back(declared_known[c][i]);
+  }
   std::vector<float> out;
   normalize_into(raw, spec.known, out);
   return out;
+}
+
+std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec) {
+  return known_inputs_at(timestamps_ns, {}, spec);
 }
 
 const char* split_name(Split split) {

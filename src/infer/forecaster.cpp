@@ -41,6 +41,7 @@ int64_t median_spacing(std::span<const int64_t> t) {
 struct PreparedSeries {
   data::SeriesFeatures features;  // min_bars() - 1 = encoder_length rows
   std::vector<int64_t> future_ns;
+  std::vector<std::vector<double>> future_known;  // the declared known columns at future_ns
   Forecast forecast;
 };
 
@@ -72,6 +73,25 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
                 std::to_string(recent.declared_known.size()) + " known declared columns");
   }
   const int64_t id = data::resolve_symbol_id(spec, recent.symbol, sole_series, who);
+  const auto ahead = static_cast<size_t>(h);
+  if (!recent.future_timestamp_ns.empty()) {
+    if (!future_ns.empty()) {
+      throw Error(who + ": the bars ahead are given twice, as future timestamps and as the series' future rows");
+    }
+    if (recent.future_timestamp_ns.size() < ahead) {
+      throw Error(who + ": " + std::to_string(recent.future_timestamp_ns.size()) +
+                  " future rows given, the model forecasts " + std::to_string(h) + " bars" +
+                  (declared.known.empty()
+                       ? ""
+                       : " and reads the declared known column '" + declared.known.front() + "' at each"));
+    }
+    // A schedule may run further ahead than the horizon: the first horizon() rows are read.
+    future_ns = std::span<const int64_t>(recent.future_timestamp_ns).first(ahead);
+  } else if (!declared.known.empty()) {
+    throw Error(who + ": the model reads the declared known column '" + declared.known.front() + "' at the " +
+                std::to_string(h) + " bars ahead: give them as rows after the last bar with their timestamp and " +
+                "known columns filled and an empty close (BarSeries::future_timestamp_ns and future_known)");
+  }
 
   // Only the last min_bars() bars are read: every feature of a bar depends on it and the
   // bar before, so older bars cannot change the forecast.
@@ -80,6 +100,7 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
 
   PreparedSeries p;
   p.features = data::featurize_series(tail, range, volume, spec, id);
+  for (const auto& column : recent.future_known) p.future_known.emplace_back(column.begin(), column.begin() + h);
   const int64_t last = tail.timestamp_ns.back();
   Forecast& f = p.forecast;
   f.symbol = tail.symbol;
@@ -87,7 +108,7 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
   f.origin_close = tail.close.back();
   f.quantiles = file.options.quantiles();
   f.bar_interval_ns = median_spacing(tail.timestamp_ns);
-  if (future_ns.empty()) {
+  if (future_ns.empty()) {  // neither given nor in future rows
     f.timestamps_continued = true;
     for (int64_t step = 1; step <= h; ++step) p.future_ns.push_back(last + step * f.bar_interval_ns);
   } else {
@@ -154,7 +175,7 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
   }
 
   // The batch as data::make_batch lays a window out: encoder rows, then the decoder's
-  // known inputs, computed from the future timestamps alone.
+  // known inputs: the calendar of the future timestamps and the declared known values.
   const auto b = static_cast<int64_t>(prepared.size());
   const int64_t l = st.file.dataset.encoder_length, h = st.file.dataset.horizon;
   const auto n_obs = static_cast<int64_t>(st.file.features.observed.size());
@@ -164,7 +185,7 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
   at::Tensor symbol = at::empty({b}, at::kLong);
   for (int64_t i = 0; i < b; ++i) {
     const auto& p = prepared[static_cast<size_t>(i)];
-    const auto future_known = data::known_inputs_at(p.future_ns, st.file.features);
+    const auto future_known = data::known_inputs_at(p.future_ns, p.future_known, st.file.features);
     std::copy_n(p.features.observed.data(), l * n_obs, observed.data_ptr<float>() + i * l * n_obs);
     float* k = known.data_ptr<float>() + i * (l + h) * n_known;
     std::copy_n(p.features.known.data(), l * n_known, k);

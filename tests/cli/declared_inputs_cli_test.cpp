@@ -4,9 +4,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "qtft/artifact/model_file.h"
+#include "qtft/common/format.h"
+#include "qtft/data/bars.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
 
@@ -79,6 +82,44 @@ TEST_F(DeclaredInputsCli, MistakesExitOneNamingTheColumnAndWriteNothing) {
   const auto run = run_qtft(dir_, "train --observed lead_signal" + kModel + kShort);
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_THAT(run.err, HasSubstr("make-data --extra-inputs"));
+}
+
+TEST_F(DeclaredInputsCli, ForecastReadsTheKnownInputsAheadFromFutureRows) {
+  const auto model = dir_.file("known.safetensors");
+  auto run = run_qtft(
+      dir_, "train --parquet-file " + data_ + " --known event_flag" + kModel + kShort + " --save-model " + model);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+
+  // The recent bars as CSV, then four rows ahead of S0 with only the timestamp, the symbol
+  // and the scheduled flag.
+  data::BarReadOptions read;
+  read.inputs.known = {"event_flag"};
+  auto bars = data::read_bars_parquet(data_, read);
+  const auto recent = dir_.file("recent.csv");
+  data::write_bars_csv(bars, recent);
+  const auto& s0 = bars.series[0];
+  const int64_t step = s0.timestamp_ns.back() - s0.timestamp_ns[s0.size() - 2];
+  std::string ahead;
+  for (int i = 1; i <= 4; ++i) {
+    ahead += format_utc(s0.timestamp_ns.back() + i * step) + "," + s0.symbol + ",,,,,," + (i == 2 ? "1" : "0") + "\n";
+  }
+  { std::ofstream(recent, std::ios::app) << ahead; }
+  // S1 has no rows ahead: refused, naming the column and the bars needed.
+  run = run_qtft(dir_, "forecast --load-model " + model + " --csv-file " + recent);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("forecast of '" + bars.series[1].symbol +
+                                 "': the model reads the declared known column 'event_flag' at the 4 bars ahead"));
+  // With S1 alone left out, S0 is forecast at the rows' times.
+  const auto only_s0 = dir_.file("s0.csv");
+  bars.series.resize(1);
+  data::write_bars_csv(bars, only_s0);
+  { std::ofstream(only_s0, std::ios::app) << ahead; }
+  run = run_qtft(dir_, "forecast --load-model " + model + " --csv-file " + only_s0 + " --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto forecasts = nlohmann::json::parse(run.out);
+  ASSERT_EQ(forecasts.size(), 1u);
+  EXPECT_EQ(forecasts[0]["steps"][3]["timestamp"], format_utc(s0.timestamp_ns.back() + 4 * step));
+  EXPECT_EQ(forecasts[0]["timestamps_continued"], false);
 }
 
 TEST_F(DeclaredInputsCli, TheCalendarZoneGoesWithTheModel) {

@@ -38,8 +38,16 @@ struct Saved {
   std::string path;
 };
 
-Saved save_tiny_model(int symbols = 2, bool qat = false) {
+// `scheduled`: the bars carry a declared known column 'k', a schedule of events.
+Saved save_tiny_model(int symbols = 2, bool qat = false, bool scheduled = false) {
   Saved s{std::make_unique<test::TempDir>(), test::regular_bar_set(301, symbols), data::Dataset{}, ""};
+  if (scheduled) {
+    s.bars.declared.known = {"k"};
+    for (auto& series : s.bars.series) {
+      auto& k = series.declared_known.emplace_back();
+      for (size_t i = 0; i < series.size(); ++i) k.push_back(i % 7 == 3 ? 1.0 : 0.0);
+    }
+  }
   data::DatasetOptions o;
   o.encoder_length = 12;
   o.horizon = 3;
@@ -219,6 +227,70 @@ TEST(Forecaster, RefusesBarsItCannotUseWithClearErrors) {
   EXPECT_THAT(
       message(recent, {recent.timestamp_ns.back(), recent.timestamp_ns.back() + 2, recent.timestamp_ns.back() + 3}),
       HasSubstr("is not after"));
+}
+
+// The bars up to `origin` with the next `ahead` bars as future rows, their known values
+// those of the series.
+data::BarSeries with_future_rows(const data::BarSeries& series, size_t origin, size_t ahead) {
+  auto recent = first_bars(series, origin + 1);
+  const auto from = static_cast<std::ptrdiff_t>(origin + 1), to = static_cast<std::ptrdiff_t>(origin + 1 + ahead);
+  recent.future_timestamp_ns.assign(series.timestamp_ns.begin() + from, series.timestamp_ns.begin() + to);
+  for (const auto& k : series.declared_known) recent.future_known.emplace_back(k.begin() + from, k.begin() + to);
+  return recent;
+}
+
+TEST(Forecaster, ReadsTheDeclaredKnownInputsAheadFromTheFutureRows) {
+  auto saved = save_tiny_model(2, false, /*scheduled=*/true);
+  auto forecaster = Forecaster::load(saved.path);
+  EXPECT_THAT(forecaster.inputs().known, ::testing::ElementsAre("k"));
+  auto loaded = artifact::load_model(saved.path, kCpu);
+  auto table = forecast_split(loaded.model, saved.dataset, data::Split::Test, 1, kCpu);
+  const int64_t l = saved.dataset.options().encoder_length, h = saved.dataset.options().horizon;
+  const size_t windows = saved.dataset.num_windows(data::Split::Test);
+  for (size_t index : {size_t{0}, windows - 1}) {
+    SCOPED_TRACE("test window " + std::to_string(index));
+    const auto w = saved.dataset.window(data::Split::Test, index);
+    const auto& series = saved.bars.series[w.series];
+    const auto origin = static_cast<size_t>(w.start + l);
+    // A schedule further ahead than the horizon, where the series has the bars: the first
+    // horizon() rows are read.
+    const size_t ahead = std::min(static_cast<size_t>(h) + 2, series.size() - origin - 1);
+    const auto f = forecaster.forecast(with_future_rows(series, origin, ahead));
+    EXPECT_FALSE(f.timestamps_continued);
+    for (int64_t step = 0; step < h; ++step) {
+      const auto row = static_cast<size_t>(static_cast<int64_t>(index) * h + step);
+      EXPECT_EQ(f.steps[step].timestamp_ns, table.timestamp_ns[row]);
+      for (size_t q = 0; q < f.quantiles.size(); ++q) {
+        EXPECT_TRUE(same_bits(f.steps[step].quantile_return[q], table.quantile_return[q][row])) << step << " " << q;
+      }
+    }
+  }
+  // The values ahead are read: another schedule, another forecast.
+  const auto& series = saved.bars.series[0];
+  auto recent = with_future_rows(series, 200, 3);
+  const auto as_scheduled = forecaster.forecast(recent);
+  for (auto& v : recent.future_known[0]) v = 1.0 - v;
+  EXPECT_NE(forecaster.forecast(recent).steps[0].quantile_return, as_scheduled.steps[0].quantile_return);
+}
+
+TEST(Forecaster, ADeclaredKnownInputWithoutItsFutureValuesIsRefused) {
+  auto saved = save_tiny_model(2, false, /*scheduled=*/true);
+  auto forecaster = Forecaster::load(saved.path);
+  const auto& series = saved.bars.series[1];
+  auto message = [&](const data::BarSeries& bars, std::vector<int64_t> future = {}) {
+    return test::error_message([&] { forecaster.forecast(bars, future); });
+  };
+  EXPECT_THAT(message(first_bars(series, 100)),
+              HasSubstr("forecast of 'S1': the model reads the declared known column 'k' at the 3 bars ahead: give "
+                        "them as rows after the last bar"));
+  EXPECT_THAT(message(with_future_rows(series, 99, 2)),
+              HasSubstr("2 future rows given, the model forecasts 3 bars and reads the declared known column 'k' "
+                        "at each"));
+  auto twice = with_future_rows(series, 99, 3);
+  EXPECT_THAT(message(twice, twice.future_timestamp_ns), HasSubstr("the bars ahead are given twice"));
+  auto unscheduled = with_future_rows(series, 99, 3);
+  unscheduled.future_known.clear();
+  EXPECT_THAT(message(unscheduled), HasSubstr("its future rows carry 0 declared known columns, its bars 1"));
 }
 
 TEST(Forecaster, RefusesAFileThatIsNotAModel) {

@@ -18,14 +18,21 @@ struct BarSeries {
   std::vector<double> volume;  // empty when the source had no volume (FX quotes)
   // The values of the declared input columns (BarSet::declared), one vector per column.
   std::vector<std::vector<double>> declared_observed, declared_known;
+  // The bars ahead, for a forecast: their scheduled times (after the last bar, increasing)
+  // and the values of the declared known columns there, one vector per column in the order
+  // of declared_known. Empty for training data.
+  std::vector<int64_t> future_timestamp_ns;
+  std::vector<std::vector<double>> future_known;
   size_t size() const { return close.size(); }
 };
 
-// Bars [begin, end) of a series, every column it has (a forecast's latest bars).
+// Bars [begin, end) of a series, every column it has (a forecast's latest bars); the
+// future rows go with a slice that ends at the last bar.
 BarSeries slice_bars(const BarSeries& series, size_t begin, size_t end);
-// Drops all but the last `keep` bars of a series.
+// Drops all but the last `keep` bars of a series (its future rows stay).
 void keep_last_bars(BarSeries& series, size_t keep);
-// Appends `from`'s bars (the same columns, later in time) to `to`.
+// Appends `from`'s bars and future rows (the same columns, later in time) to `to`; throws
+// qtft::Error when `to` has future rows and `from` has bars, which would follow them.
 void append_bars(BarSeries& to, const BarSeries& from);
 
 // Validated bars from one source, one series per symbol in order of first appearance.
@@ -64,12 +71,17 @@ struct BarReadOptions {
   std::string symbol;
   // Columns read as the model's real inputs besides those derived from the bars.
   InputDeclaration inputs;
+  // Rows after a series' last bar whose close is empty are its future rows (what a forecast
+  // reads the known inputs of the bars ahead from): their timestamps and declared known
+  // columns must be filled; their other cells are not read. Off, an empty close is an error.
+  bool future_rows = false;
 };
 
 // The rules files are read with, for bars built in memory (an embedding program's feed):
 // equal lengths, strictly increasing timestamps, finite positive prices, high >= low,
-// finite non-negative volume, finite declared inputs, one value per bar. Throws qtft::Error naming `source`, the bar,
-// field and value.
+// finite non-negative volume, finite declared inputs, one value per bar; future rows after
+// the last bar, each with a finite value of every declared known column. Throws qtft::Error
+// naming `source`, the bar, field and value.
 void validate_series(const BarSeries& series, const std::string& source);
 
 // Reads and validates bars. The format comes from the function; errors name the file,

@@ -149,10 +149,14 @@ SeriesFeatures featurize_series(const BarSeries& series, bool has_range, bool ha
                                 int64_t symbol_id);
 void featurize_series(const BarSeries& series, bool has_range, bool has_volume, const FeatureSpec& spec,
                       int64_t symbol_id, RawFeatures& raw, SeriesFeatures& out);
-// The known inputs of bars at `timestamps_ns` (UTC), on the calendar of `spec`'s zone and
-// normalized by `spec`: timestamps x known.
-// Only for a spec whose known inputs are all derived (the calendar); throws qtft::Error
-// naming the first declared known column otherwise, since its future values are data.
+// The known inputs of bars at `timestamps_ns` (UTC), normalized by `spec`: timestamps x
+// known. The calendar terms come from the times, on the clock of `spec`'s zone; the declared
+// known columns' values are `declared_known` (one vector per column, in the spec's order,
+// each at least as long as the times), since they are data, not a function of time.
+// Throws qtft::Error naming the first declared column without enough values.
+std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
+                                   std::span<const std::vector<double>> declared_known, const FeatureSpec& spec);
+// The same for a spec whose known inputs are all derived (the calendar).
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec);
 // Which of the model's inputs `spec` needs from the bars: open/high/low, volume.
 bool spec_uses_range(const FeatureSpec& spec);

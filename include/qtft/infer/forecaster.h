@@ -31,7 +31,7 @@ const char* model_kind_name(ModelKind kind);  // "fp32", "qat", "int8"
 
 // The forecast of one bar after the last given one.
 struct ForecastStep {
-  int64_t timestamp_ns = 0;  // when the bar is expected (given, or continued at the interval)
+  int64_t timestamp_ns = 0;  // when the bar is expected (given, a future row's, or continued at the interval)
   // One value per quantile level: the bar's one-bar log return, and the close it implies:
   //   last close * exp(sum of the median returns of the steps before + this return),
   // i.e. the median path up to the previous bar, then the quantile for this one.
@@ -64,11 +64,14 @@ class Forecaster {
   static Forecaster load(const std::filesystem::path& path, const ForecasterOptions& options = {});
 
   // The next horizon() bars after the last of `recent`, the latest bars of one series in
-  // time order (at least min_bars(); only the last min_bars() are read). `future_timestamps_ns`,
-  // when given, holds horizon() increasing times after the last bar; otherwise they continue
-  // at the median bar spacing. `recent` is validated like a file (finite positive prices,
-  // increasing timestamps, ...) and its symbol must be one the model knows, unless the model
-  // has only one. Throws qtft::Error naming the series, bar and value at fault.
+  // time order (at least min_bars(); only the last min_bars() are read). The bars ahead are
+  // `recent`'s future rows when it has them (future_timestamp_ns and future_known, at least
+  // horizon() of them; the first horizon() are read), else `future_timestamps_ns` when given
+  // (horizon() increasing times after the last bar), else continued at the median bar
+  // spacing. A model with declared known inputs needs the future rows, since their values
+  // ahead are data. `recent` is validated like a file (finite positive prices, increasing
+  // timestamps, ...) and its symbol must be one the model knows, unless the model has only
+  // one. Throws qtft::Error naming the series, bar, column and value at fault.
   Forecast forecast(const data::BarSeries& recent, std::span<const int64_t> future_timestamps_ns = {}) const;
   // Many series in one forward pass; future_timestamps_ns is empty or one entry per series
   // (an empty entry: continue at the interval).

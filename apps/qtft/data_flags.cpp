@@ -61,6 +61,16 @@ void add_input_flags(CLI::App& cmd, DataFlags& f) {
                  "The tz database zone whose clock the calendar inputs (time of day, day of week) read, e.g. "
                  "America/Chicago for CME, so that a session open keeps its time of day across daylight saving; "
                  "default UTC");
+  cmd.add_option("--target-column", inputs.target.column,
+                 "The column to forecast (default: the close); its past is an observed input, 'target'");
+  cmd.add_option("--target-transform", f.target_transform,
+                 "What the model forecasts of the target column per bar: log-return (log of x / previous x), none "
+                 "(x), log, or log1p; forecasts convert back to the column's units")
+      ->capture_default_str();
+  cmd.add_option("--normalize", f.normalize,
+                 "Standardize the target and the real inputs on the training split over all series (pooled) or "
+                 "each series by its own statistics (per-series)")
+      ->capture_default_str();
 }
 
 void add_window_flags(CLI::App& cmd, DataFlags& f) {
@@ -84,6 +94,8 @@ void print_store(const data::StorePreparation& store) {
 void finish_data_flags(DataFlags& f) {
   f.source.read.inputs.missing =
       f.missing == "forward-fill" ? data::MissingValues::ForwardFill : data::MissingValues::Error;
+  f.source.read.inputs.target.transform = data::parse_target_transform(f.target_transform, "--target-transform");
+  f.source.read.inputs.target.normalize = data::parse_normalization(f.normalize, "--normalize");
   if (!f.inputs_file.empty()) {
     data::append_declaration(f.source.read.inputs, data::read_input_declaration(f.inputs_file));
     f.inputs_file.clear();  // once, however often the flags are finished

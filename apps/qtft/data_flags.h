@@ -17,6 +17,7 @@ struct DataFlags {
   data::DatasetOptions dataset;
   std::string timestamp_unit = "auto";
   std::string missing = "error";
+  std::string target_transform = "log-return", normalize = "pooled";
   std::string inputs_file;  // --inputs: a declaration file, added to --observed and --known
 };
 

@@ -162,6 +162,20 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
   if (!std::isfinite(spec.target_scale) || !(spec.target_scale > 0)) {
     fail("qtft.features: target_scale " + format_number(spec.target_scale) + " is not a finite positive number");
   }
+  if (!std::isfinite(spec.target_center))
+    fail("qtft.features: target center " + format_number(spec.target_center) + " is not finite");
+  for (size_t i = 0; i < spec.series_stats.size(); ++i) {
+    const auto& st = spec.series_stats[i];
+    auto all_fine = [](const std::vector<double>& v, bool positive) {
+      return std::all_of(v.begin(), v.end(), [&](double x) { return std::isfinite(x) && (!positive || x > 0); });
+    };
+    if (!all_fine(st.observed_mean, false) || !all_fine(st.observed_std, true) || !all_fine(st.known_mean, false) ||
+        !all_fine(st.known_std, true) || !std::isfinite(st.target_center) || !std::isfinite(st.target_scale) ||
+        !(st.target_scale > 0)) {
+      fail("qtft.features: the per-series statistics of symbol '" + spec.symbols.at(i) +
+           "' are not finite, with positive stds");
+    }
+  }
   try {
     file.dataset.validate();
   } catch (const Error& e) {

@@ -7,6 +7,7 @@
 #include <parquet/arrow/writer.h>
 #include <parquet/exception.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "qtft/common/error.h"
@@ -119,6 +120,7 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
   arrow::StringBuilder symbol;
   arrow::DoubleBuilder open, high, low, close, volume;
   std::vector<arrow::DoubleBuilder> declared(bars.declared.observed.size() + bars.declared.known.size());
+  arrow::DoubleBuilder target;  // another target column than the close
   const std::string where = "writing bars";
   for (const auto& s : bars.series) {
     if (s.declared_observed.size() != bars.declared.observed.size() ||
@@ -139,6 +141,7 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
       for (const auto* columns : {&s.declared_observed, &s.declared_known}) {
         for (const auto& column : *columns) check(declared[c++].Append(column[i]), where, "a declared input");
       }
+      if (!s.target_values.empty()) check(target.Append(s.target_values[i]), where, "the target");
     }
   }
   std::vector<std::shared_ptr<arrow::Field>> fields;
@@ -160,6 +163,12 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
   size_t c = 0;
   for (const auto* names : {&bars.declared.observed, &bars.declared.known}) {
     for (const auto& name : *names) add(name, declared[c++]);
+  }
+  // Once, even when the target column is an input or a bar column too.
+  const auto& target_name = bars.declared.target.column;
+  if (target.length() > 0 &&
+      std::none_of(fields.begin(), fields.end(), [&](const auto& f) { return f->name() == target_name; })) {
+    add(target_name, target);
   }
   return arrow::Table::Make(arrow::schema(fields), arrays);
 }

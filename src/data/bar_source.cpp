@@ -20,12 +20,14 @@ BarSet load_bars(const BarSource& source) {
   if (!source.csv_file.empty()) return read_bars_csv(source.csv_file, source.read);
   if (!source.read.inputs.empty()) {
     throw UsageError(
-        "--observed and --known declare columns of a file, and the embedded data has bars only: write "
+        "--observed, --known and --target-column name columns of a file, and the embedded data has bars only: write "
         "it with its extra columns (qtft make-data --extra-inputs K --output F.parquet) and train on F");
   }
   BarSet bars = generate_synthetic_bars(source.synthetic);
   // The embedded bars' extra columns (make-data --extra-inputs) stay as generated.
-  bars.declared.calendar_timezone = without_columns(source.read.inputs, describe_source(source)).calendar_timezone;
+  const auto declared = without_columns(source.read.inputs, describe_source(source));
+  bars.declared.calendar_timezone = declared.calendar_timezone;
+  bars.declared.target = declared.target;  // a transform of the close
   return bars;
 }
 

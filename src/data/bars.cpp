@@ -27,6 +27,7 @@ void append_bars(BarSeries& to, const BarSeries& from) {
   append(to.low, from.low);
   append(to.close, from.close);
   append(to.volume, from.volume);
+  append(to.target_values, from.target_values);
   auto append_columns = [&](auto& a, const auto& b) {
     if (a.empty()) a.resize(b.size());
     for (size_t c = 0; c < b.size(); ++c) append(a[c], b[c]);
@@ -60,6 +61,7 @@ BarSeries slice_bars(const BarSeries& s, size_t begin, size_t end) {
   out.low = slice(s.low);
   out.close = slice(s.close);
   out.volume = slice(s.volume);
+  out.target_values = slice(s.target_values);
   for (const auto& column : s.declared_observed) out.declared_observed.push_back(slice(column));
   for (const auto& column : s.declared_known) out.declared_known.push_back(slice(column));
   if (end == s.size()) {
@@ -120,6 +122,7 @@ void validate_series(const BarSeries& s, const std::string& source) {
   check_length(s.high, "high", true);
   check_length(s.low, "low", true);
   check_length(s.volume, "volume", true);
+  check_length(s.target_values, "the target column", true);
   for (const auto& column : s.declared_observed) check_length(column, "a declared observed input", false);
   for (const auto& column : s.declared_known) check_length(column, "a declared known input", false);
   if (s.open.empty() != s.high.empty() || s.open.empty() != s.low.empty()) {
@@ -150,6 +153,8 @@ void validate_series(const BarSeries& s, const std::string& source) {
       if (!std::isfinite(s.volume[i])) fail(i, "volume " + format_number(s.volume[i]) + " is not finite");
       if (s.volume[i] < 0) fail(i, "volume " + format_number(s.volume[i]) + " is negative");
     }
+    if (!s.target_values.empty() && !std::isfinite(s.target_values[i]))
+      fail(i, "target " + format_number(s.target_values[i]) + " is not finite");
     for (const auto* columns : {&s.declared_observed, &s.declared_known}) {
       for (size_t c = 0; c < columns->size(); ++c) {
         const double v = (*columns)[c][i];

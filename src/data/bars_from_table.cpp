@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "qtft/common/error.h"
@@ -411,6 +412,9 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
   bars.declared = resolve_declared_inputs(*table.schema(), options, source);
   const auto declared = declared_columns(table, source, bars.declared, first_row);
   const size_t n_observed = bars.declared.observed.size();
+  const auto& target_declaration = bars.declared.target;
+  std::optional<DeclaredColumn> target;  // another column than the close
+  if (!target_declaration.column.empty()) target = declared_column(table, source, target_declaration.column, first_row);
 
   auto ts = timestamp_values(ts_col, options.epoch_unit);
   std::vector<uint8_t> future;  // per row: a future row (empty close); empty when none is
@@ -452,6 +456,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
       if (bars.has_volume) series.volume.reserve(rows[s]);
       series.declared_observed.resize(n_observed);
       for (auto& column : series.declared_observed) column.reserve(rows[s]);
+      if (target) series.target_values.reserve(rows[s]);
       series.declared_known.resize(declared.size() - n_observed);
       for (auto& column : series.declared_known) column.reserve(rows[s]);
     }
@@ -466,8 +471,10 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
   }
   const bool forward_fill = bars.declared.missing == MissingValues::ForwardFill;
   auto has_null = [&](size_t r) {
-    return std::any_of(declared.begin(), declared.end(), [&](const DeclaredColumn& d) { return !d.valid[r]; });
+    return (target && !target->valid[r]) ||
+           std::any_of(declared.begin(), declared.end(), [&](const DeclaredColumn& d) { return !d.valid[r]; });
   };
+  const bool warm_up = !declared.empty() || target;
 
   auto check_price = [](const Column& col, int64_t row, double v) {
     if (!std::isfinite(v)) col.fail_at(row, "value " + format_number(v) + " is not finite");
@@ -528,7 +535,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
       if (volume[r] < 0) volume_col.fail_at(row, "volume " + format_number(volume[r]) + " is negative");
     }
     auto& st = state[code];
-    if (!declared.empty() && !st.begun) {
+    if (warm_up && !st.begun) {
       // A rolling feature's warm-up: the series starts at its first complete row.
       if (has_null(r)) {
         ++bars.leading_null_rows;
@@ -565,6 +572,17 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
       series.low.push_back(low[r]);
     }
     if (bars.has_volume) series.volume.push_back(volume[r]);
+    if (target) {
+      const double v = target->values[r];
+      if (!target->valid[r]) {
+        target->col.fail_at(row, "null value inside symbol '" + series.symbol +
+                                     "': the target has no value at this bar (a target is never filled forward)");
+      }
+      if (const char* domain = target_domain_error(target_declaration.transform, v)) {
+        target->col.fail_at(row, "value " + format_number(v) + " " + domain);
+      }
+      series.target_values.push_back(v);
+    }
     for (size_t c = 0; c < declared.size(); ++c) {
       auto& column = c < n_observed ? series.declared_observed[c] : series.declared_known[c - n_observed];
       column.push_back(st.last[c]);

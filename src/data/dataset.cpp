@@ -45,6 +45,11 @@ std::vector<std::string> names_of(const std::vector<FeatureStats>& stats) {
   return names;
 }
 
+std::string describe_target(const TargetDeclaration& t) {
+  return std::string(target_transform_name(t.transform)) + " of " +
+         (t.column.empty() ? "the close" : "'" + t.column + "'") + ", " + normalization_name(t.normalize);
+}
+
 std::string zone_name(const std::string& zone) { return zone.empty() ? "UTC (no --calendar-timezone)" : zone; }
 
 void check_spec_matches(bool has_range, bool has_volume, const DeclaredColumns& declared, const std::string& source,
@@ -62,6 +67,10 @@ void check_spec_matches(bool has_range, bool has_volume, const DeclaredColumns& 
   if (declared.calendar_timezone != spec.calendar_timezone) {
     throw Error(source + ": the model's calendar is in " + zone_name(spec.calendar_timezone) +
                 " but the bars were read for " + zone_name(declared.calendar_timezone));
+  }
+  if (declared.target != spec.target) {
+    throw Error(source + ": the model forecasts " + describe_target(spec.target) + " but the bars were read for " +
+                describe_target(declared.target));
   }
   const auto observed = input_names(spec.observed, InputSource::Column);
   const auto known = input_names(spec.known, InputSource::Column);
@@ -90,7 +99,8 @@ SpecFitter::SpecFitter(bool has_range, bool has_volume, const DeclaredColumns& d
       has_volume_(has_volume),
       declared_(declared),
       options_(options),
-      observed_count_(observed_feature_names(has_range, has_volume).size() + declared.observed.size()),
+      observed_count_(observed_feature_names(has_range, has_volume, !declared.target.is_close_log_return()).size() +
+                      declared.observed.size()),
       known_count_(known_feature_names().size() + declared.known.size()) {
   moments_ = std::make_unique<Moments[]>(observed_count_ + known_count_ + 1);
   raw_ = std::make_unique<RawFeatures>();
@@ -104,21 +114,27 @@ void SpecFitter::add(const BarSeries& s) {
   // Features are recomputed when the dataset is assembled rather than kept: this holds one
   // series' doubles at a time, which matters for files of millions of bars.
   RawFeatures& raw = *raw_;
-  compute_raw_features(s, has_range_, has_volume_, declared_.calendar_timezone, raw);
+  compute_raw_features(s, has_range_, has_volume_, declared_.calendar_timezone, declared_.target, raw);
   if (raw.observed_width != observed_count_ || raw.known_width != known_count_) {
     throw Error("symbol '" + s.symbol + "': carries " + std::to_string(s.declared_observed.size()) + " observed and " +
                 std::to_string(s.declared_known.size()) + " known declared columns, the other series " +
                 std::to_string(declared_.observed.size()) + " and " + std::to_string(declared_.known.size()));
   }
-  auto rows = static_cast<int64_t>(raw.log_return.size());
+  auto rows = static_cast<int64_t>(raw.target.size());
   int64_t train_end = split_bounds(rows, options_)[1];
-  Moments* observed = moments_.get();
-  Moments* known = observed + observed_count_;
-  Moments& target = known[known_count_];
-  for (int64_t r = 0; r < train_end; ++r) {
-    for (size_t j = 0; j < observed_count_; ++j) observed[j].add(raw.observed[r * observed_count_ + j]);
-    for (size_t j = 0; j < known_count_; ++j) known[j].add(raw.known[r * known_count_ + j]);
-    target.add(raw.log_return[r]);
+  auto add_rows = [&](Moments* observed) {
+    Moments* known = observed + observed_count_;
+    Moments& target = known[known_count_];
+    for (int64_t r = 0; r < train_end; ++r) {
+      for (size_t j = 0; j < observed_count_; ++j) observed[j].add(raw.observed[r * observed_count_ + j]);
+      for (size_t j = 0; j < known_count_; ++j) known[j].add(raw.known[r * known_count_ + j]);
+      target.add(raw.target[r]);
+    }
+  };
+  add_rows(moments_.get());
+  if (declared_.target.normalize == Normalization::PerSeries) {
+    series_moments_.push_back(std::make_unique<Moments[]>(observed_count_ + known_count_ + 1));
+    add_rows(series_moments_.back().get());
   }
 }
 
@@ -134,7 +150,8 @@ FeatureSpec SpecFitter::finish() const {
     for (const auto& name : columns) out.emplace_back(name, InputSource::Column);
     return out;
   };
-  const auto observed_names = names_and_sources(observed_feature_names(has_range_, has_volume_), declared_.observed);
+  const auto observed_names = names_and_sources(
+      observed_feature_names(has_range_, has_volume_, !declared_.target.is_close_log_return()), declared_.observed);
   const auto known_names = names_and_sources(known_feature_names(), declared_.known);
   const Moments* observed = moments_.get();
   const Moments* known = observed + observed_count_;
@@ -146,8 +163,57 @@ FeatureSpec SpecFitter::finish() const {
     const auto& [name, source] = known_names[j];
     spec.known.push_back({name, known[j].mean, known[j].std_or_one(), source});
   }
+  spec.target = declared_.target;
+  // A log return is scaled, not centered (today's models, bitwise); any other target is both.
+  const bool centered = declared_.target.transform != TargetTransform::LogReturn;
+  spec.target_center = centered ? known[known_count_].mean : 0.0;
   spec.target_scale = known[known_count_].std_or_one();
+  for (const auto& own : series_moments_) {
+    const Moments* o = own.get();
+    const Moments* k = o + observed_count_;
+    FeatureSpec::SeriesStats stats;
+    if (k[known_count_].n < 2) {
+      // Too short to have statistics of its own: the pooled ones.
+      for (const auto& f : spec.observed) stats.observed_mean.push_back(f.mean), stats.observed_std.push_back(f.std);
+      for (const auto& f : spec.known) stats.known_mean.push_back(f.mean), stats.known_std.push_back(f.std);
+      stats.target_center = spec.target_center;
+      stats.target_scale = spec.target_scale;
+    } else {
+      for (size_t j = 0; j < observed_count_; ++j) {
+        stats.observed_mean.push_back(o[j].mean);
+        stats.observed_std.push_back(o[j].std_or_one());
+      }
+      for (size_t j = 0; j < known_count_; ++j) {
+        stats.known_mean.push_back(k[j].mean);
+        stats.known_std.push_back(k[j].std_or_one());
+      }
+      stats.target_center = centered ? k[known_count_].mean : 0.0;
+      stats.target_scale = k[known_count_].std_or_one();
+    }
+    spec.series_stats.push_back(std::move(stats));
+  }
   return spec;
+}
+
+SeriesNormalization normalization_of(const FeatureSpec& spec, int64_t symbol_id) {
+  SeriesNormalization out{spec.observed, spec.known, spec.target_center, spec.target_scale};
+  if (spec.series_stats.empty()) return out;
+  if (symbol_id < 0 || static_cast<size_t>(symbol_id) >= spec.series_stats.size()) {
+    throw Error("feature spec: no per-series statistics for symbol id " + std::to_string(symbol_id) + " of " +
+                std::to_string(spec.series_stats.size()));
+  }
+  const auto& own = spec.series_stats[static_cast<size_t>(symbol_id)];
+  for (size_t j = 0; j < out.observed.size(); ++j) {
+    out.observed[j].mean = own.observed_mean[j];
+    out.observed[j].std = own.observed_std[j];
+  }
+  for (size_t j = 0; j < out.known.size(); ++j) {
+    out.known[j].mean = own.known_mean[j];
+    out.known[j].std = own.known_std[j];
+  }
+  out.target_center = own.target_center;
+  out.target_scale = own.target_scale;
+  return out;
 }
 
 FeaturePlan plan_features(bool has_range, bool has_volume, const DeclaredColumns& declared, const FeatureSpec* saved,
@@ -195,6 +261,7 @@ InputDeclaration declaration_of(const FeatureSpec& spec) {
   out.known = input_names(spec.known, InputSource::Column);
   out.missing = spec.missing;
   out.calendar_timezone = spec.calendar_timezone;
+  out.target = spec.target;
   out.from_model = true;
   return out;
 }
@@ -230,7 +297,8 @@ void check_feature_names(const FeatureSpec& spec, const std::string& where) {
                 "] are not the ones this qtft computes [" + join_names(known) +
                 "]; models saved before bar_gap became an observed input must be retrained");
   }
-  const auto observed = observed_feature_names(spec_uses_range(spec), spec_uses_volume(spec));
+  const auto observed =
+      observed_feature_names(spec_uses_range(spec), spec_uses_volume(spec), !spec.target.is_close_log_return());
   if (observed != input_names(spec.observed, InputSource::Derived)) {
     throw Error(where + "'s observed inputs [" + join_names(names_of(spec.observed)) +
                 "] are not the ones this qtft computes from such bars [" + join_names(observed) + "]");
@@ -258,7 +326,7 @@ SeriesFeatures featurize_series(const BarSeries& s, bool has_range, bool has_vol
 
 void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const FeatureSpec& spec, int64_t symbol_id,
                       RawFeatures& raw, SeriesFeatures& f) {
-  compute_raw_features(s, has_range, has_volume, spec.calendar_timezone, raw);
+  compute_raw_features(s, has_range, has_volume, spec.calendar_timezone, spec.target, raw);
   if (raw.observed_width != spec.observed.size() || raw.known_width != spec.known.size()) {
     throw Error("symbol '" + s.symbol + "': its bars give " + std::to_string(raw.observed_width) + " observed and " +
                 std::to_string(raw.known_width) + " known inputs, the feature spec has " +
@@ -268,19 +336,23 @@ void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const
   f.symbol_id = symbol_id;
   f.first_bar_ns = s.size() > 0 ? s.timestamp_ns.front() : 0;
   f.timestamp_ns.assign(s.timestamp_ns.begin() + (s.size() > 0 ? 1 : 0), s.timestamp_ns.end());
-  f.close.assign(s.close.begin() + (s.size() > 0 ? 1 : 0), s.close.end());
-  normalize_into(raw.observed, spec.observed, f.observed);
-  normalize_into(raw.known, spec.known, f.known);
-  f.target.resize(raw.log_return.size());
-  for (size_t i = 0; i < raw.log_return.size(); ++i) {
-    f.target[i] = static_cast<float>(raw.log_return[i] / spec.target_scale);
-  }
+  const auto& level = spec.target.column.empty() ? s.close : s.target_values;
+  f.close.assign(level.begin() + (s.size() > 0 ? 1 : 0), level.end());
+  const bool per_series = !spec.series_stats.empty();
+  const SeriesNormalization own = per_series ? normalization_of(spec, symbol_id) : SeriesNormalization{};
+  normalize_into(raw.observed, per_series ? own.observed : spec.observed, f.observed);
+  normalize_into(raw.known, per_series ? own.known : spec.known, f.known);
+  const double center = per_series ? own.target_center : spec.target_center;
+  const double scale = per_series ? own.target_scale : spec.target_scale;
+  f.target.resize(raw.target.size());
+  for (size_t i = 0; i < raw.target.size(); ++i) f.target[i] = static_cast<float>((raw.target[i] - center) / scale);
   const auto rows = static_cast<int64_t>(f.rows());
   f.split_bounds = {0, rows, rows, rows};
 }
 
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
-                                   std::span<const std::vector<double>> declared_known, const FeatureSpec& spec) {
+                                   std::span<const std::vector<double>> declared_known, const FeatureSpec& spec,
+                                   int64_t symbol_id) {
   const auto declared = input_names(spec.known, InputSource::Column);
   for (size_t c = 0; c < declared.size(); ++c) {
     if (c >= declared_known.size() || declared_known[c].size() < timestamps_ns.size()) {
@@ -300,12 +372,16 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
     for (size_t c = 0; c < declared.size(); ++c) raw.push_back(declared_known[c][i]);
   }
   std::vector<float> out;
-  normalize_into(raw, spec.known, out);
+  if (spec.series_stats.empty()) {
+    normalize_into(raw, spec.known, out);
+  } else {
+    normalize_into(raw, normalization_of(spec, symbol_id).known, out);
+  }
   return out;
 }
 
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec) {
-  return known_inputs_at(timestamps_ns, {}, spec);
+  return known_inputs_at(timestamps_ns, {}, spec, 0);
 }
 
 const char* split_name(Split split) {

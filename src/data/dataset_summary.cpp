@@ -73,13 +73,30 @@ std::string summarize_dataset(const Dataset& dataset) {
     out += "  dropped: " + std::to_string(notes.leading_null_rows) +
            " leading bars whose declared inputs were still null (a warm-up), counted over every series\n";
   }
-  out += "  target: next " + std::to_string(o.horizon) + " one-bar log returns (scaled by " +
-         format_number(spec.target_scale) + ", the training split's std)\n";
+  const auto& t = spec.target;
+  const std::string what = t.transform == TargetTransform::LogReturn ? "one-bar log returns"
+                           : t.transform == TargetTransform::None
+                               ? "values"
+                               : std::string(target_transform_name(t.transform)) + " values";
+  const std::string of = t.column.empty() ? (t.is_close_log_return() ? "" : " of the close") : " of '" + t.column + "'";
+  if (t.normalize == Normalization::PerSeries) {
+    out += "  target: next " + std::to_string(o.horizon) + " " + what + of +
+           (t.transform == TargetTransform::LogReturn ? " (scaled" : " (centered and scaled") +
+           " per series by its training split's statistics)\n";
+  } else if (t.transform == TargetTransform::LogReturn) {
+    out += "  target: next " + std::to_string(o.horizon) + " " + what + of + " (scaled by " +
+           format_number(spec.target_scale) + ", the training split's std)\n";
+  } else {
+    out += "  target: next " + std::to_string(o.horizon) + " " + what + of + " (centered on " +
+           format_number(spec.target_center) + " and scaled by " + format_number(spec.target_scale) +
+           ", the training split's mean and std)\n";
+  }
   out += "  windows (encoder " + std::to_string(o.encoder_length) + ", horizon " + std::to_string(o.horizon) +
          "): train " + std::to_string(dataset.num_windows(Split::Train)) + ", validation " +
          std::to_string(dataset.num_windows(Split::Validation)) + ", test " +
          std::to_string(dataset.num_windows(Split::Test)) + "\n";
-  out += "  normalization (training split only):\n";
+  out += std::string("  normalization (training split only") +
+         (t.normalize == Normalization::PerSeries ? "; per series, pooled shown" : "") + "):\n";
   // Every input's line up to a screenful; the model file and the store hold them all.
   constexpr size_t kStatsLines = 32;
   size_t shown = 0;

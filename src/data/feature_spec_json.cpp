@@ -51,6 +51,25 @@ nlohmann::json to_json(const FeatureSpec& spec) {
                      {"target_scale", spec.target_scale}};
   if (spec.missing == MissingValues::ForwardFill) out["missing"] = "forward-fill";
   if (!spec.calendar_timezone.empty()) out["calendar_timezone"] = spec.calendar_timezone;
+  // Only another target than today's is written, so older models' specs keep their text.
+  if (!spec.target.is_default()) {
+    out["target"] = {{"column", spec.target.column},
+                     {"transform", target_transform_name(spec.target.transform)},
+                     {"normalize", normalization_name(spec.target.normalize)},
+                     {"center", spec.target_center}};
+  }
+  if (!spec.series_stats.empty()) {
+    auto series = nlohmann::json::array();
+    for (const auto& st : spec.series_stats) {
+      series.push_back({{"observed_mean", st.observed_mean},
+                        {"observed_std", st.observed_std},
+                        {"known_mean", st.known_mean},
+                        {"known_std", st.known_std},
+                        {"target_center", st.target_center},
+                        {"target_scale", st.target_scale}});
+    }
+    out["series_stats"] = std::move(series);
+  }
   return out;
 }
 
@@ -66,6 +85,36 @@ FeatureSpec feature_spec_from_json(const nlohmann::json& json) {
       throw Error("model file: malformed feature spec: missing '" + missing + "' (expected error or forward-fill)");
     spec.missing = missing == "forward-fill" ? MissingValues::ForwardFill : MissingValues::Error;
     spec.calendar_timezone = json.value("calendar_timezone", std::string());
+    if (json.contains("target")) {
+      const auto& t = json.at("target");
+      spec.target.column = t.at("column").get<std::string>();
+      try {
+        spec.target.transform = parse_target_transform(t.at("transform").get<std::string>(), "target transform");
+        spec.target.normalize = parse_normalization(t.at("normalize").get<std::string>(), "target normalize");
+      } catch (const UsageError& e) {
+        throw Error(std::string("model file: malformed feature spec: ") + e.what());
+      }
+      spec.target_center = t.at("center").get<double>();
+    }
+    if (json.contains("series_stats")) {
+      for (const auto& st : json.at("series_stats")) {
+        FeatureSpec::SeriesStats stats{st.at("observed_mean").get<std::vector<double>>(),
+                                       st.at("observed_std").get<std::vector<double>>(),
+                                       st.at("known_mean").get<std::vector<double>>(),
+                                       st.at("known_std").get<std::vector<double>>(),
+                                       st.at("target_center").get<double>(),
+                                       st.at("target_scale").get<double>()};
+        if (stats.observed_mean.size() != spec.observed.size() || stats.observed_std.size() != spec.observed.size() ||
+            stats.known_mean.size() != spec.known.size() || stats.known_std.size() != spec.known.size()) {
+          throw Error("model file: malformed feature spec: a series' statistics do not match its inputs");
+        }
+        spec.series_stats.push_back(std::move(stats));
+      }
+      if (spec.series_stats.size() != spec.symbols.size())
+        throw Error("model file: malformed feature spec: per-series statistics for " +
+                    std::to_string(spec.series_stats.size()) + " of " + std::to_string(spec.symbols.size()) +
+                    " symbols");
+    }
     return spec;
   });
 }

@@ -116,6 +116,11 @@ json read_options_json(const BarReadOptions& r, const DeclaredColumns& declared)
     if (declared.missing == MissingValues::ForwardFill) out["inputs"]["missing"] = "forward-fill";
   }
   if (!declared.calendar_timezone.empty()) out["calendar_timezone"] = declared.calendar_timezone;
+  if (const auto& t = declared.target; !t.is_default()) {
+    out["target"] = {{"column", t.column},
+                     {"transform", target_transform_name(t.transform)},
+                     {"normalize", normalization_name(t.normalize)}};
+  }
   return out;
 }
 
@@ -303,7 +308,7 @@ Dataset dataset_over(std::shared_ptr<MappedStore> store, const std::string& path
 struct SpilledChunk {
   size_t series = 0;
   uint64_t rows = 0;
-  uint64_t timestamp = 0, close = 0, open = 0, high = 0, low = 0, volume = 0;
+  uint64_t timestamp = 0, close = 0, open = 0, high = 0, low = 0, volume = 0, target = 0;
   std::vector<uint64_t> declared;  // observed columns, then known
 };
 
@@ -346,6 +351,7 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
         append_column(out, s.low, c.low);
       }
       if (spill.has_volume) append_column(out, s.volume, c.volume);
+      if (!spill.declared.target.column.empty()) append_column(out, s.target_values, c.target);
       for (const auto* columns : {&s.declared_observed, &s.declared_known}) {
         for (const auto& column : *columns) append_column(out, column, c.declared.emplace_back());
       }
@@ -401,7 +407,7 @@ const BarSeries& spilled_series(const Spill& spill, const SpillReader& file, siz
   s.symbol = spill.symbols[series];
   uint64_t rows = 0;
   for (const auto& c : spill.chunks) rows += c.series == series ? c.rows : 0;
-  for (auto* column : {&s.close, &s.open, &s.high, &s.low, &s.volume}) {
+  for (auto* column : {&s.close, &s.open, &s.high, &s.low, &s.volume, &s.target_values}) {
     column->clear();
     column->reserve(rows);
   }
@@ -425,6 +431,7 @@ const BarSeries& spilled_series(const Spill& spill, const SpillReader& file, siz
       file.append(s.low, c.low, c.rows);
     }
     if (spill.has_volume) file.append(s.volume, c.volume, c.rows);
+    if (!spill.declared.target.column.empty()) file.append(s.target_values, c.target, c.rows);
     size_t k = 0;
     for (auto* columns : {&s.declared_observed, &s.declared_known}) {
       for (auto& column : *columns) file.append(column, c.declared[k++], c.rows);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/local_time.h"
@@ -27,7 +28,35 @@ struct Claim {
   std::string pattern;
 };
 
+constexpr EnumNames<TargetTransform, 4> kTransforms{{{TargetTransform::LogReturn, "log-return"},
+                                                     {TargetTransform::None, "none"},
+                                                     {TargetTransform::Log, "log"},
+                                                     {TargetTransform::Log1p, "log1p"}}};
+constexpr EnumNames<Normalization, 2> kNormalizations{
+    {{Normalization::Pooled, "pooled"}, {Normalization::PerSeries, "per-series"}}};
+
 }  // namespace
+
+const char* target_transform_name(TargetTransform transform) { return enum_name(kTransforms, transform); }
+const char* normalization_name(Normalization normalization) { return enum_name(kNormalizations, normalization); }
+const char* target_domain_error(TargetTransform transform, double value) {
+  switch (transform) {
+    case TargetTransform::LogReturn:
+      return value > 0 ? nullptr : "is not positive: --target-transform log-return takes the log of its ratios";
+    case TargetTransform::Log: return value > 0 ? nullptr : "is not positive: --target-transform log takes its log";
+    case TargetTransform::Log1p:
+      return value > -1 ? nullptr : "is not above -1: --target-transform log1p takes the log of 1 + it";
+    case TargetTransform::None: return nullptr;
+  }
+  return nullptr;
+}
+
+TargetTransform parse_target_transform(const std::string& name, const std::string& flag) {
+  return parse_enum(kTransforms, name, flag);
+}
+Normalization parse_normalization(const std::string& name, const std::string& flag) {
+  return parse_enum(kNormalizations, name, flag);
+}
 
 DeclaredColumns without_columns(const InputDeclaration& declaration, const std::string& source) {
   DeclaredColumns out;
@@ -38,6 +67,8 @@ DeclaredColumns without_columns(const InputDeclaration& declaration, const std::
                 zone + "' is not in the tz database (a name such as America/Chicago)");
   }
   out.calendar_timezone = zone;
+  out.target = declaration.target;
+  out.target.column.clear();  // the close; resolve_inputs names another column
   return out;
 }
 
@@ -81,8 +112,19 @@ DeclaredColumns resolve_inputs(const InputDeclaration& declaration, const std::v
   };
   take(declaration.observed, declaration.from_model ? "the model's observed" : "--observed", out.observed);
   take(declaration.known, declaration.from_model ? "the model's known" : "--known", out.known);
+  if (const auto& target = declaration.target.column; !target.empty() && target != bar_columns.at(3)) {
+    const char* flag = declaration.from_model ? "the model's target column" : "--target-column";
+    if (!contains(columns, target)) {
+      throw Error(source + ": " + flag + " '" + target + "' is not in the file (columns: " + join_names(columns) + ")");
+    }
+    if (contains(not_inputs, target)) {
+      throw Error(source + ": " + flag + " '" + target + "' is the file's timestamp or symbol column, not a number");
+    }
+    out.target.column = target;
+  }
   for (const auto& c : columns) {
-    if (!contains(bar_columns, c) && !contains(not_inputs, c) && !claimed.count(c)) out.unused.push_back(c);
+    if (!contains(bar_columns, c) && !contains(not_inputs, c) && !claimed.count(c) && c != out.target.column)
+      out.unused.push_back(c);
   }
   return out;
 }

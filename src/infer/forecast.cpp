@@ -6,16 +6,31 @@
 
 namespace qtft::infer {
 
-void to_original_units(const double* scaled, int64_t horizon, int64_t nq, int64_t median, double scale,
+TargetUnits target_units(const data::FeatureSpec& spec, int64_t symbol_id) {
+  if (spec.series_stats.empty()) return {spec.target.transform, spec.target_center, spec.target_scale};
+  const auto& own = spec.series_stats.at(static_cast<size_t>(symbol_id));
+  return {spec.target.transform, own.target_center, own.target_scale};
+}
+
+void to_original_units(const double* scaled, int64_t horizon, int64_t nq, int64_t median, const TargetUnits& units,
                        double origin_close, double* returns, double* prices) {
+  auto unscale = [&](double v) {
+    const double t = v * units.scale;
+    return units.center == 0.0 ? t : t + units.center;  // today's log returns, bitwise
+  };
   double median_path = 0.0;
   for (int64_t step = 0; step < horizon; ++step) {
     for (int64_t k = 0; k < nq; ++k) {
-      const double r = scaled[step * nq + k] * scale;
+      const double r = unscale(scaled[step * nq + k]);
       returns[step * nq + k] = r;
-      prices[step * nq + k] = origin_close * std::exp(median_path + r);
+      switch (units.transform) {
+        case data::TargetTransform::LogReturn: prices[step * nq + k] = origin_close * std::exp(median_path + r); break;
+        case data::TargetTransform::None: prices[step * nq + k] = r; break;
+        case data::TargetTransform::Log: prices[step * nq + k] = std::exp(r); break;
+        case data::TargetTransform::Log1p: prices[step * nq + k] = std::expm1(r); break;
+      }
     }
-    median_path += scaled[step * nq + median] * scale;
+    median_path += unscale(scaled[step * nq + median]);
   }
 }
 
@@ -25,7 +40,6 @@ data::ForecastTable forecast_split(model::TemporalFusionTransformer& model, cons
   const auto& quantiles = opts.quantiles();
   const int64_t median = opts.median_index();
   const int64_t l = dataset.options().encoder_length, h = dataset.options().horizon;
-  const double scale = dataset.spec().target_scale;
   data::ForecastTable table;
   table.quantiles = quantiles;
   table.quantile_return.resize(quantiles.size());
@@ -40,7 +54,8 @@ data::ForecastTable forecast_split(model::TemporalFusionTransformer& model, cons
           const auto& w = batch.windows[static_cast<size_t>(i)];
           const auto& s = dataset.series()[w.series];
           const int64_t origin = w.start + l - 1;
-          to_original_units(f + i * h * nq, h, nq, median, scale, s.close[origin], returns.data(), prices.data());
+          const auto units = target_units(dataset.spec(), s.symbol_id);
+          to_original_units(f + i * h * nq, h, nq, median, units, s.close[origin], returns.data(), prices.data());
           for (int64_t step = 0; step < h; ++step) {
             const int64_t row = origin + 1 + step;
             table.timestamp_ns.push_back(s.timestamp_ns[row]);
@@ -48,7 +63,8 @@ data::ForecastTable forecast_split(model::TemporalFusionTransformer& model, cons
             table.symbol.push_back(s.symbol);
             table.step.push_back(static_cast<int32_t>(step + 1));
             table.origin_close.push_back(s.close[origin]);
-            table.actual_return.push_back(static_cast<double>(s.target[row]) * scale);
+            const double actual = static_cast<double>(s.target[row]) * units.scale;
+            table.actual_return.push_back(units.center == 0.0 ? actual : actual + units.center);
             for (int64_t k = 0; k < nq; ++k) {
               table.quantile_return[k].push_back(returns[step * nq + k]);
               table.quantile_price[k].push_back(prices[step * nq + k]);

@@ -105,7 +105,7 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
   Forecast& f = p.forecast;
   f.symbol = tail.symbol;
   f.origin_ns = last;
-  f.origin_close = tail.close.back();
+  f.origin_close = p.features.close.back();  // the target column's last value (the close by default)
   f.quantiles = file.options.quantiles();
   f.bar_interval_ns = median_spacing(tail.timestamp_ns);
   if (future_ns.empty()) {  // neither given nor in future rows
@@ -185,7 +185,8 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
   at::Tensor symbol = at::empty({b}, at::kLong);
   for (int64_t i = 0; i < b; ++i) {
     const auto& p = prepared[static_cast<size_t>(i)];
-    const auto future_known = data::known_inputs_at(p.future_ns, p.future_known, st.file.features);
+    const auto future_known =
+        data::known_inputs_at(p.future_ns, p.future_known, st.file.features, p.features.symbol_id);
     std::copy_n(p.features.observed.data(), l * n_obs, observed.data_ptr<float>() + i * l * n_obs);
     float* k = known.data_ptr<float>() + i * (l + h) * n_known;
     std::copy_n(p.features.known.data(), l * n_known, k);
@@ -207,8 +208,9 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
   out.reserve(prepared.size());
   for (int64_t i = 0; i < b; ++i) {
     auto& p = prepared[static_cast<size_t>(i)];
-    to_original_units(scaled.data_ptr<double>() + i * h * nq, h, nq, median, st.file.features.target_scale,
-                      p.forecast.origin_close, returns.data(), prices.data());
+    to_original_units(scaled.data_ptr<double>() + i * h * nq, h, nq, median,
+                      target_units(st.file.features, p.features.symbol_id), p.forecast.origin_close, returns.data(),
+                      prices.data());
     for (int64_t step = 0; step < h; ++step) {
       ForecastStep s;
       s.timestamp_ns = p.future_ns[static_cast<size_t>(step)];

@@ -122,6 +122,40 @@ TEST_F(DeclaredInputsCli, ForecastReadsTheKnownInputsAheadFromFutureRows) {
   EXPECT_EQ(forecasts[0]["timestamps_continued"], false);
 }
 
+TEST_F(DeclaredInputsCli, AnyColumnIsATargetAndForecastsComeBackInItsUnits) {
+  const auto model = dir_.file("f00.safetensors");
+  auto run = run_qtft(dir_, "train --parquet-file " + data_ +
+                                " --target-column f00 --target-transform none --normalize per-series" + kModel +
+                                kShort + " --save-model " + model);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("target: next 4 values of 'f00' (centered and scaled per series"));
+  EXPECT_THAT(run.out, HasSubstr("bar_gap, target]"));
+  const auto file = artifact::load_model_file(model);
+  EXPECT_EQ(file.features.target.column, "f00");
+  EXPECT_EQ(file.features.series_stats.size(), 2u);
+  // Every command that loads the model reads its target without being told.
+  run = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --split validation");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  run = run_qtft(dir_, "forecast --load-model " + model + " --parquet-file " + data_ + " --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  // A value as it is: the price column holds the forecast value itself.
+  const auto forecasts = nlohmann::json::parse(run.out);
+  ASSERT_EQ(forecasts.size(), 2u);
+
+  // Mistakes: exit 1 naming the column and row, or 2 for a transform that does not exist.
+  run =
+      run_qtft(dir_, "train --parquet-file " + data_ + " --target-column f00 --target-transform log" + kModel + kShort);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("column 'f00', row"));
+  EXPECT_THAT(run.err, HasSubstr("is not positive: --target-transform log takes its log"));
+  run = run_qtft(dir_, "train --parquet-file " + data_ + " --target-column nope" + kModel + kShort);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("--target-column 'nope' is not in the file"));
+  run = run_qtft(dir_, "train --parquet-file " + data_ + " --target-transform sqrt" + kModel + kShort);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--target-transform must be log-return, none, log or log1p, got 'sqrt'"));
+}
+
 TEST_F(DeclaredInputsCli, TheCalendarZoneGoesWithTheModel) {
   const auto model = dir_.file("chicago.safetensors");
   auto run = run_qtft(dir_, "train --parquet-file " + data_ + " --calendar-timezone America/Chicago" + kModel + kShort +

@@ -38,7 +38,7 @@ TEST(Features, HandComputedValues) {
   s.close = {100, 102};
   s.volume = {10, 99};
   auto f = compute_raw_features(s, true, true, "");
-  ASSERT_EQ(f.log_return.size(), 1u);
+  ASSERT_EQ(f.target.size(), 1u);
   EXPECT_DOUBLE_EQ(f.observed[0], std::log(102.0 / 100.0));  // log_return
   EXPECT_DOUBLE_EQ(f.observed[1], std::log(104.0 / 100.0));  // hl_range
   EXPECT_DOUBLE_EQ(f.observed[2], std::log(102.0 / 100.0));  // close_open

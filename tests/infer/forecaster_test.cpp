@@ -293,6 +293,23 @@ TEST(Forecaster, ADeclaredKnownInputWithoutItsFutureValuesIsRefused) {
   EXPECT_THAT(message(unscheduled), HasSubstr("its future rows carry 0 declared known columns, its bars 1"));
 }
 
+TEST(TargetUnits, EachTransformConvertsBackToTheColumnsUnits) {
+  const double scaled[] = {1.0, -1.0};  // two steps of one quantile
+  double values[2], levels[2];
+  to_original_units(scaled, 2, 1, 0, {data::TargetTransform::None, 5.0, 2.0}, 100.0, values, levels);
+  EXPECT_EQ(values[0], 7.0);
+  EXPECT_EQ(values[1], 3.0);
+  EXPECT_EQ(levels[1], 3.0);
+  to_original_units(scaled, 2, 1, 0, {data::TargetTransform::Log, 5.0, 2.0}, 100.0, values, levels);
+  EXPECT_EQ(levels[0], std::exp(7.0));
+  to_original_units(scaled, 2, 1, 0, {data::TargetTransform::Log1p, 5.0, 2.0}, 100.0, values, levels);
+  EXPECT_EQ(levels[1], std::expm1(3.0));
+  // A log return compounds from the last value along the median path.
+  to_original_units(scaled, 2, 1, 0, {data::TargetTransform::LogReturn, 0.0, 0.5}, 100.0, values, levels);
+  EXPECT_EQ(values[0], 0.5);
+  EXPECT_EQ(levels[1], 100.0 * std::exp(0.5 + -0.5));
+}
+
 TEST(Forecaster, RefusesAFileThatIsNotAModel) {
   test::TempDir dir;
   auto path = dir.write("notes.safetensors", "this is not a model");

@@ -18,6 +18,9 @@ struct BarSeries {
   std::vector<double> volume;  // empty when the source had no volume (FX quotes)
   // The values of the declared input columns (BarSet::declared), one vector per column.
   std::vector<std::vector<double>> declared_observed, declared_known;
+  // The target column's values (BarSet::declared.target.column), one per bar; empty when
+  // the target is the close.
+  std::vector<double> target_values;
   // The bars ahead, for a forecast: their scheduled times (after the last bar, increasing)
   // and the values of the declared known columns there, one vector per column in the order
   // of declared_known. Empty for training data.

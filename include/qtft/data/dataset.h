@@ -49,10 +49,31 @@ struct FeatureSpec {
   std::vector<FeatureStats> observed;            // past-only inputs, in column order
   std::vector<FeatureStats> known;               // inputs known for the future too: calendar, declared
   std::vector<std::string> symbols;              // the static categorical's vocabulary
-  double target_scale = 1.0;                     // training-split std of the one-bar log return
   MissingValues missing = MissingValues::Error;  // how the declared columns' nulls were read
   std::string calendar_timezone;                 // the calendar inputs' tz database zone; empty: UTC
+  // What the model forecasts: target = (transformed value - target_center) / target_scale,
+  // with the training split's std as the scale; the center is 0 for a log return (a drift
+  // of returns is noise, not a level) and the training mean for any other transform.
+  TargetDeclaration target;
+  double target_center = 0.0;
+  double target_scale = 1.0;
+  // With target.normalize per-series: each series' statistics, by symbol id, in place of the
+  // pooled ones above (which stay, for the names and the fallback of a series too short to
+  // have training rows).
+  struct SeriesStats {
+    std::vector<double> observed_mean, observed_std, known_mean, known_std;
+    double target_center = 0.0, target_scale = 1.0;
+  };
+  std::vector<SeriesStats> series_stats;
 };
+
+// How one series is normalized under `spec`: the series' own statistics (per-series) or the
+// pooled ones.
+struct SeriesNormalization {
+  std::vector<FeatureStats> observed, known;
+  double target_center = 0.0, target_scale = 1.0;
+};
+SeriesNormalization normalization_of(const FeatureSpec& spec, int64_t symbol_id);
 
 // What reading a source left out, for the data summary.
 struct ReadNotes {
@@ -65,10 +86,12 @@ struct SeriesFeatures {
   std::string symbol;
   int64_t symbol_id = 0;
   std::vector<int64_t> timestamp_ns;
+  // The close, or the target column's value when the target has a column of its own: the
+  // level that forecasts convert back to.
   std::vector<double> close;
   std::vector<float> observed;  // rows x observed.size(), normalized
   std::vector<float> known;     // rows x known.size(), normalized
-  std::vector<float> target;    // rows: this bar's log return / target_scale
+  std::vector<float> target;    // rows: this bar's (transformed target - center) / scale
   int64_t first_bar_ns = 0;     // the series' first bar, which has no row of its own
   // Rows [bounds[k], bounds[k+1]) form split k (train, validation, test).
   std::array<int64_t, 4> split_bounds{};
@@ -123,8 +146,9 @@ class SpecFitter {
   DeclaredColumns declared_;
   DatasetOptions options_;
   std::vector<std::string> symbols_;
-  std::unique_ptr<Moments[]> moments_;  // observed inputs, then known inputs, then the target
-  std::unique_ptr<RawFeatures> raw_;    // scratch, reused from series to series
+  std::unique_ptr<Moments[]> moments_;                      // observed inputs, then known inputs, then the target
+  std::vector<std::unique_ptr<Moments[]>> series_moments_;  // the same per series, when per-series
+  std::unique_ptr<RawFeatures> raw_;                        // scratch, reused from series to series
   size_t observed_count_ = 0, known_count_ = 0;
 };
 
@@ -154,8 +178,10 @@ void featurize_series(const BarSeries& series, bool has_range, bool has_volume, 
 // known columns' values are `declared_known` (one vector per column, in the spec's order,
 // each at least as long as the times), since they are data, not a function of time.
 // Throws qtft::Error naming the first declared column without enough values.
+// `symbol_id` picks the series' statistics under per-series normalization.
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
-                                   std::span<const std::vector<double>> declared_known, const FeatureSpec& spec);
+                                   std::span<const std::vector<double>> declared_known, const FeatureSpec& spec,
+                                   int64_t symbol_id);
 // The same for a spec whose known inputs are all derived (the calendar).
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec);
 // Which of the model's inputs `spec` needs from the bars: open/high/low, volume.

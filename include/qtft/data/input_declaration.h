@@ -10,6 +10,39 @@ namespace qtft::data {
 // is an error, or takes the series' previous value (--missing forward-fill).
 enum class MissingValues { Error, ForwardFill };
 
+// How the target column becomes what the model forecasts, per bar i:
+//   log-return  log(x[i] / x[i-1])    (the default, of the close)
+//   none        x[i]
+//   log         log(x[i])
+//   log1p       log(1 + x[i])
+// A log needs positive values (log1p values above -1): a bar that has none is an error.
+enum class TargetTransform { LogReturn, None, Log, Log1p };
+// How the target and the real inputs are standardized on the training split: one mean and
+// standard deviation over every series (pooled), or each series its own (per-series).
+enum class Normalization { Pooled, PerSeries };
+const char* target_transform_name(TargetTransform transform);  // "log-return", "none", ...
+const char* normalization_name(Normalization normalization);   // "pooled", "per-series"
+// Why `value` cannot be transformed (a log of a non-positive value), or nullptr when it can.
+const char* target_domain_error(TargetTransform transform, double value);
+// Throw UsageError naming `flag` and the choices for an unknown name.
+TargetTransform parse_target_transform(const std::string& name, const std::string& flag);
+Normalization parse_normalization(const std::string& name, const std::string& flag);
+
+// Which column the model forecasts and how: by default the log return of the close.
+struct TargetDeclaration {
+  std::string column;  // empty: the bars' close
+  TargetTransform transform = TargetTransform::LogReturn;
+  Normalization normalize = Normalization::Pooled;
+  // The log return of the close, which the derived input log_return already holds; any other
+  // target adds its own past as the observed input 'target'.
+  bool is_close_log_return() const { return column.empty() && transform == TargetTransform::LogReturn; }
+  // Today's target: the one-bar log return of the close, scaled over all series.
+  bool is_default() const {
+    return column.empty() && transform == TargetTransform::LogReturn && normalize == Normalization::Pooled;
+  }
+  bool operator==(const TargetDeclaration&) const = default;
+};
+
 // Which columns of a file feed the model as real inputs besides the ones derived from the
 // bars, by kind, as the user declared them: column names or globs ('f_*', 'rv_??'), in
 // order. Observed inputs are known up to each bar, known inputs also for the bars ahead.
@@ -20,9 +53,11 @@ struct InputDeclaration {
   // The tz database zone whose wall clock the calendar inputs read (--calendar-timezone);
   // empty for UTC.
   std::string calendar_timezone;
+  // The target (--target-column, --target-transform, --normalize).
+  TargetDeclaration target;
   // A saved model's columns (data::declaration_of) rather than the user's flags: errors say so.
   bool from_model = false;
-  bool empty() const { return observed.empty() && known.empty(); }  // declares no column
+  bool empty() const { return observed.empty() && known.empty() && target.column.empty(); }  // declares no column
 };
 
 // A declaration file (--inputs FILE), JSON: {"observed": ["lead_signal", "f_*"], "known":
@@ -41,8 +76,10 @@ struct DeclaredColumns {
   std::vector<std::string> known;
   std::vector<std::string> unused;
   MissingValues missing = MissingValues::Error;
-  std::string calendar_timezone;                                    // checked against the tz database; empty for UTC
-  bool empty() const { return observed.empty() && known.empty(); }  // reads no column
+  std::string calendar_timezone;  // checked against the tz database; empty for UTC
+  // The target; its column is empty for the close (also when the close was named).
+  TargetDeclaration target;
+  bool empty() const { return observed.empty() && known.empty() && target.column.empty(); }  // reads no column
 };
 // A declaration of no column (its missing values and calendar only): what bars without
 // declared columns, such as the embedded data, are read under. Throws qtft::Error naming
@@ -54,6 +91,8 @@ DeclaredColumns without_columns(const InputDeclaration& declaration, const std::
 // naming `source` for a name that no column has (listing the columns), a glob matching
 // nothing, a column declared twice or under two kinds, and a timestamp or symbol column
 // declared as an input (`not_inputs`), and for a calendar zone the tz database does not know.
+// The target column is a name, not a glob; `bar_columns[3]` is the close column in use, which
+// as a target stands for the bars' close.
 DeclaredColumns resolve_inputs(const InputDeclaration& declaration, const std::vector<std::string>& columns,
                                const std::vector<std::string>& bar_columns, const std::vector<std::string>& not_inputs,
                                const std::string& source);

@@ -8,13 +8,24 @@
 
 namespace qtft::infer {
 
+// How a series' scaled target converts back: the spec's transform and the series' center
+// and scale (its own under per-series normalization).
+struct TargetUnits {
+  data::TargetTransform transform = data::TargetTransform::LogReturn;
+  double center = 0.0, scale = 1.0;
+};
+TargetUnits target_units(const data::FeatureSpec& spec, int64_t symbol_id);
+
 // One window's forecast in original units. `scaled` holds horizon x quantiles values of
 // the scaled target, as the model gives them; `returns` and `prices` receive as many:
-//   return  = scaled * target_scale
-//   price   = origin_close * exp(sum of the median returns of the steps before + return)
-// The backtest (forecast_split) and the serving path (Forecaster) both convert with it.
+//   return  = scaled * scale + center: the transformed target (a log return by default)
+//   price   = the target column's value it implies (the close by default):
+//     log-return  origin_close * exp(sum of the median returns of the steps before + return)
+//     none        return;  log  exp(return);  log1p  exp(return) - 1
+// `origin_close` is the target column's last value. The backtest (forecast_split) and the
+// serving path (Forecaster) both convert with it.
 void to_original_units(const double* scaled, int64_t horizon, int64_t num_quantiles, int64_t median,
-                       double target_scale, double origin_close, double* returns, double* prices);
+                       const TargetUnits& units, double origin_close, double* returns, double* prices);
 
 // Forecasts for every window of `split` in original units. Quantile q of step h is a
 // one-bar log return r_q(h) = forecast * target_scale; its implied close is

@@ -64,15 +64,20 @@ std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path) {
 void read_parquet_batches(const std::string& path,
                           const std::function<void(const arrow::Table& batch, int64_t first_row)>& use) {
   with_parquet_reader(path, [&](parquet::arrow::FileReader& reader) {
-    auto batches = unwrap(reader.GetRecordBatchReader(), path, "cannot read Parquet data");
     int64_t first_row = 0;
-    for (;;) {
-      auto batch = unwrap(batches->Next(), path, "cannot read Parquet data");
-      if (!batch) break;
-      if (batch->num_rows() == 0) continue;
-      const auto table = unwrap(arrow::Table::FromRecordBatches({batch}), path, "cannot read Parquet data");
-      use(*table, first_row);
-      first_row += batch->num_rows();
+    // A reader per row group: over the whole file, Arrow's pre-buffering fetches every row
+    // group's column chunks up front (measured: a 24M-bar file of 1M-row groups peaked at
+    // 1.3 GiB of anonymous memory, about the file's size), so memory would follow the file.
+    for (int group = 0; group < reader.num_row_groups(); ++group) {
+      auto batches = unwrap(reader.GetRecordBatchReader({group}), path, "cannot read Parquet data");
+      for (;;) {
+        auto batch = unwrap(batches->Next(), path, "cannot read Parquet data");
+        if (!batch) break;
+        if (batch->num_rows() == 0) continue;
+        const auto table = unwrap(arrow::Table::FromRecordBatches({batch}), path, "cannot read Parquet data");
+        use(*table, first_row);
+        first_row += batch->num_rows();
+      }
     }
     return first_row;
   });

@@ -29,12 +29,12 @@ struct Column {
     throw Error(source + ": column '" + name + "', row " + std::to_string(first_row + row + 1) + ": " + what);
   }
   [[noreturn]] void fail(const std::string& what) const { throw Error(source + ": column '" + name + "': " + what); }
-  void reject_nulls() const {
+  void reject_nulls(const std::string& what = "null value") const {
     int64_t offset = 0;
     for (const auto& chunk : array->chunks()) {
       if (chunk->null_count() > 0) {
         for (int64_t i = 0; i < chunk->length(); ++i) {
-          if (chunk->IsNull(i)) fail_at(offset + i, "null value");
+          if (chunk->IsNull(i)) fail_at(offset + i, what);
         }
       }
       offset += chunk->length();
@@ -105,16 +105,7 @@ std::vector<double> bar_values(const Column& col, const std::vector<uint8_t>& fu
 // The close, and which rows are future rows (an empty close) when the reader takes them.
 std::vector<double> close_values(const Column& col, bool future_rows, std::vector<uint8_t>& future) {
   if (col.array->null_count() == 0) return numeric_values(col);
-  if (!future_rows) {
-    int64_t offset = 0;
-    for (const auto& chunk : col.array->chunks()) {
-      for (int64_t i = 0; i < chunk->length(); ++i) {
-        if (chunk->IsNull(i))
-          col.fail_at(offset + i, "null value (a row ahead with an empty close is read by forecast only)");
-      }
-      offset += chunk->length();
-    }
-  }
+  if (!future_rows) col.reject_nulls("null value (a row ahead with an empty close is read by forecast only)");
   const auto n = static_cast<size_t>(col.array->length());
   std::vector<double> out(n);
   future.resize(n);

@@ -51,7 +51,8 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device d
     auto batch = qtft::data::make_batch(dataset, qtft::data::Split::Train, ids);
     synchronize(device);
     auto start = std::chrono::steady_clock::now();
-    auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
+    auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device),
+                              batch.statics.to(device));
     auto loss = qtft::eval::quantile_loss(out.quantiles, batch.target.to(device), options.quantiles());
     adam.zero_grad();
     loss.backward();

@@ -48,14 +48,29 @@ void add_input_flags(CLI::App& cmd, DataFlags& f) {
   cmd.add_option("--known", inputs.known,
                  "Real columns known in advance (schedules), fed to the encoder and the decoder: names or globs")
       ->delimiter(',');
+  cmd.add_option("--static", inputs.statics,
+                 "Real columns constant within each series (contract metadata: tick size, multiplier), fed to the "
+                 "static covariate encoders: names or globs")
+      ->delimiter(',');
+  cmd.add_option("--observed-categorical", inputs.observed_categorical,
+                 "Text, dictionary or integer columns known up to each bar, each level with an embedding of its own; "
+                 "levels not seen in training map to an unknown entry")
+      ->delimiter(',');
+  cmd.add_option("--known-categorical", inputs.known_categorical,
+                 "Categorical columns known in advance (session, release kind): names or globs")
+      ->delimiter(',');
+  cmd.add_option("--static-categorical", inputs.static_categorical,
+                 "Categorical columns constant within each series (exchange, asset class): names or globs")
+      ->delimiter(',');
   cmd.add_option("--missing", f.missing,
                  "A null in a declared column after its series' first complete row: error, or forward-fill (the "
                  "series' previous value); leading nulls (a warm-up) always drop their bars")
       ->check(CLI::IsMember({"error", "forward-fill"}))
       ->capture_default_str();
   cmd.add_option("--inputs", f.inputs_file,
-                 "A declaration file for many inputs, JSON: {\"observed\": [\"f_*\"], \"known\": [...]}, added to the "
-                 "flags' columns")
+                 "A declaration file for many inputs, JSON: {\"observed\": [\"f_*\"], \"known\": [...], \"static\": "
+                 "[...], \"observed_categorical\": [...], \"known_categorical\": [...], \"static_categorical\": "
+                 "[...]}, added to the flags' columns")
       ->check(CLI::ExistingFile);
   cmd.add_option("--calendar-timezone", inputs.calendar_timezone,
                  "The tz database zone whose clock the calendar inputs (time of day, day of week) read, e.g. "

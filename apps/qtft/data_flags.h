@@ -23,8 +23,8 @@ struct DataFlags {
 
 void add_bar_source_flags(CLI::App& cmd, DataFlags& flags);
 void add_window_flags(CLI::App& cmd, DataFlags& flags);
-// --observed and --known: the columns declared as real inputs (for commands that fit a model's
-// features; a saved model reads the columns it was trained on).
+// --observed, --known, --static and their categorical kinds: the columns declared as inputs (for commands that fit a
+// model's features; a saved model reads the columns it was trained on).
 void add_input_flags(CLI::App& cmd, DataFlags& flags);
 // One line on stderr: which feature store serves the data, and whether it was built.
 void print_store(const data::StorePreparation& store);

@@ -48,7 +48,8 @@ void add_evaluate_command(CLI::App& app) {
                        {prefix + "_mae", metrics.mae},
                        {"model", eval::to_json(metrics)},
                        {"baseline_" + prefix + "_loss", baselines.best().loss},
-                       {"baselines", eval::to_json(baselines)}};
+                       {"baselines", eval::to_json(baselines)},
+                       {"unknown_category_rows", run.dataset.notes().unknown_category_rows}};
       io::write_file_atomically(flags->metrics_json, j.dump(2) + "\n");
     }
   });

@@ -37,8 +37,9 @@ void add_make_data_command(CLI::App& app) {
                   "With --shift-after-bar: a drift per bar, in units of the bar's volatility")
       ->capture_default_str();
   cmd->add_option("--extra-inputs", flags->synthetic.extra_inputs,
-                  "Extra real columns to try declared inputs on: lead_signal (leads the next return), event_flag "
-                  "(a known schedule of volatile releases), then f00, f01, ... (noise); see docs/DATA.md")
+                  "Extra columns to try declared inputs on: lead_signal (leads the next return), event_flag "
+                  "(a known schedule of volatile releases), vol_class (a static category per symbol), then f00, "
+                  "f01, ... (noise); see docs/DATA.md")
       ->capture_default_str();
   cmd->callback([flags] {
     const auto& out = flags->output;

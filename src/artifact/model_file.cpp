@@ -143,6 +143,27 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
     fail("qtft.config says num_symbols " + std::to_string(o.num_symbols()) + " but qtft.features lists " +
          std::to_string(spec.symbols.size()) + " symbols");
   }
+  if (count(spec.statics) != o.num_static()) {
+    fail("qtft.config says num_static " + std::to_string(o.num_static()) + " but qtft.features lists " +
+         std::to_string(spec.statics.size()) + " static inputs");
+  }
+  // Each kind's categoricals follow its reals, one embedding of its vocabulary's rows each.
+  auto check_categories = [&](const std::vector<data::FeatureStats>& stats, const std::vector<int64_t>& rows,
+                              const char* kind) {
+    std::vector<int64_t> listed;
+    for (size_t i = 0; i < stats.size(); ++i) {
+      if (!stats[i].categorical) continue;
+      if (i + 1 < stats.size() && !stats[i + 1].categorical)
+        fail(std::string("qtft.features lists a ") + kind + " real input after the categorical '" + stats[i].name +
+             "'");
+      listed.push_back(stats[i].categories());
+    }
+    if (listed != rows)
+      fail(std::string("qtft.config's ") + kind + " categoricals do not match the vocabularies of qtft.features");
+  };
+  check_categories(spec.observed, o.observed_categories(), "observed");
+  check_categories(spec.known, o.known_categories(), "known");
+  check_categories(spec.statics, o.static_categories(), "static");
   std::set<std::string> symbols;
   for (const auto& name : spec.symbols) {
     if (name.empty()) fail("qtft.features lists an empty symbol name");
@@ -159,6 +180,7 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
   data::check_feature_names(spec, source + ": qtft.features: the model");
   check_stats(spec.observed, "observed");
   check_stats(spec.known, "known");
+  check_stats(spec.statics, "static");
   if (!std::isfinite(spec.target_scale) || !(spec.target_scale > 0)) {
     fail("qtft.features: target_scale " + format_number(spec.target_scale) + " is not a finite positive number");
   }

@@ -124,12 +124,26 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
   arrow::TimestampBuilder ts(arrow::timestamp(arrow::TimeUnit::NANO, "UTC"), arrow::default_memory_pool());
   arrow::StringBuilder symbol;
   arrow::DoubleBuilder open, high, low, close, volume;
-  std::vector<arrow::DoubleBuilder> declared(bars.declared.observed.size() + bars.declared.known.size());
+  // The declared columns by kind, reals then categoricals, as the series hold them; a
+  // categorical is written as its level names.
+  const auto& d = bars.declared;
+  const std::vector<std::string> observed = d.observed_columns(), known = d.known_columns(),
+                                 statics = d.static_columns();
+  const size_t n_declared = observed.size() + known.size() + statics.size();
+  std::vector<arrow::DoubleBuilder> declared(n_declared);
+  std::vector<arrow::StringBuilder> levels(n_declared);
+  std::vector<uint8_t> categorical;
+  for (const auto& [reals, categoricals] :
+       {std::pair{&d.observed, &d.observed_categorical}, std::pair{&d.known, &d.known_categorical},
+        std::pair{&d.statics, &d.static_categorical}}) {
+    categorical.insert(categorical.end(), reals->size(), 0);
+    categorical.insert(categorical.end(), categoricals->size(), 1);
+  }
   arrow::DoubleBuilder target;  // another target column than the close
   const std::string where = "writing bars";
   for (const auto& s : bars.series) {
-    if (s.declared_observed.size() != bars.declared.observed.size() ||
-        s.declared_known.size() != bars.declared.known.size()) {
+    if (s.declared_observed.size() != observed.size() || s.declared_known.size() != known.size() ||
+        s.declared_static.size() != statics.size()) {
       throw Error(where + ": symbol '" + s.symbol + "' lacks some of the declared input columns");
     }
     for (size_t i = 0; i < s.size(); ++i) {
@@ -143,8 +157,17 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
       }
       if (bars.has_volume) check(volume.Append(s.volume[i]), where, "volume");
       size_t c = 0;
-      for (const auto* columns : {&s.declared_observed, &s.declared_known}) {
-        for (const auto& column : *columns) check(declared[c++].Append(column[i]), where, "a declared input");
+      for (const auto& [columns, names] :
+           {std::pair{&s.declared_observed, &s.observed_levels}, std::pair{&s.declared_known, &s.known_levels},
+            std::pair{&s.declared_static, &s.static_levels}}) {
+        for (size_t k = 0; k < columns->size(); ++k, ++c) {
+          const double v = (*columns)[k][i];
+          if (!categorical[c]) {
+            check(declared[c].Append(v), where, "a declared input");
+          } else {
+            check(levels[c].Append(names->at(k).at(static_cast<size_t>(v))), where, "a categorical input");
+          }
+        }
       }
       if (!s.target_values.empty()) check(target.Append(s.target_values[i]), where, "the target");
     }
@@ -166,8 +189,15 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
   add("close", close);
   if (bars.has_volume) add("volume", volume);
   size_t c = 0;
-  for (const auto* names : {&bars.declared.observed, &bars.declared.known}) {
-    for (const auto& name : *names) add(name, declared[c++]);
+  for (const auto* names : {&observed, &known, &statics}) {
+    for (const auto& name : *names) {
+      if (categorical[c]) {
+        add(name, levels[c]);
+      } else {
+        add(name, declared[c]);
+      }
+      ++c;
+    }
   }
   // Once, even when the target column is an input or a bar column too.
   const auto& target_name = bars.declared.target.column;

@@ -1,7 +1,9 @@
 #include "qtft/data/bars.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <type_traits>
 
 #include "qtft/common/error.h"
@@ -19,6 +21,40 @@ void keep_last_bars(BarSeries& s, size_t keep) {
   if (s.size() > keep) s = slice_bars(s, s.size() - keep, s.size());
 }
 
+namespace {
+
+// For each of `from`'s levels its index in `to`'s, which gains the levels it lacks.
+std::vector<double> merged_levels(std::vector<std::string>& to, const std::vector<std::string>& from) {
+  std::vector<double> index(from.size());
+  for (size_t k = 0; k < from.size(); ++k) {
+    auto it = std::find(to.begin(), to.end(), from[k]);
+    if (it == to.end()) it = to.insert(to.end(), from[k]);
+    index[k] = static_cast<double>(it - to.begin());
+  }
+  return index;
+}
+
+// Appends `from`'s columns of one kind to `to`'s, categorical cells recoded into `to`'s levels.
+void append_kind(std::vector<std::vector<double>>& to, std::vector<std::vector<std::string>>& to_levels,
+                 const std::vector<std::vector<double>>& from, const std::vector<std::vector<std::string>>& from_levels,
+                 std::vector<std::vector<double>>* to_future = nullptr,
+                 const std::vector<std::vector<double>>* from_future = nullptr) {
+  if (to.empty()) to.resize(from.size());
+  if (to_levels.size() < from_levels.size()) to_levels.resize(from_levels.size());
+  if (to_future && to_future->empty()) to_future->resize(from_future->size());
+  for (size_t c = 0; c < from.size(); ++c) {
+    const bool categorical = c < from_levels.size() && !from_levels[c].empty();
+    const std::vector<double> index = categorical ? merged_levels(to_levels[c], from_levels[c]) : std::vector<double>{};
+    auto append = [&](std::vector<double>& a, const std::vector<double>& b) {
+      for (double v : b) a.push_back(categorical ? index.at(static_cast<size_t>(v)) : v);
+    };
+    append(to[c], from[c]);
+    if (to_future && c < from_future->size()) append((*to_future)[c], (*from_future)[c]);
+  }
+}
+
+}  // namespace
+
 void append_bars(BarSeries& to, const BarSeries& from) {
   auto append = [](auto& a, const auto& b) { a.insert(a.end(), b.begin(), b.end()); };
   append(to.timestamp_ns, from.timestamp_ns);
@@ -28,19 +64,16 @@ void append_bars(BarSeries& to, const BarSeries& from) {
   append(to.close, from.close);
   append(to.volume, from.volume);
   append(to.target_values, from.target_values);
-  auto append_columns = [&](auto& a, const auto& b) {
-    if (a.empty()) a.resize(b.size());
-    for (size_t c = 0; c < b.size(); ++c) append(a[c], b[c]);
-  };
   if (!to.future_timestamp_ns.empty() && from.size() > 0) {
     throw Error("symbol '" + to.symbol + "': the bar at " + format_utc(from.timestamp_ns.front()) +
                 " follows its future rows (an empty close at " + format_utc(to.future_timestamp_ns.front()) +
                 "); future rows come after the last bar");
   }
-  append_columns(to.declared_observed, from.declared_observed);
-  append_columns(to.declared_known, from.declared_known);
+  append_kind(to.declared_observed, to.observed_levels, from.declared_observed, from.observed_levels);
+  append_kind(to.declared_known, to.known_levels, from.declared_known, from.known_levels, &to.future_known,
+              &from.future_known);
+  append_kind(to.declared_static, to.static_levels, from.declared_static, from.static_levels);
   append(to.future_timestamp_ns, from.future_timestamp_ns);
-  append_columns(to.future_known, from.future_known);
 }
 
 BarSeries slice_bars(const BarSeries& s, size_t begin, size_t end) {
@@ -64,6 +97,10 @@ BarSeries slice_bars(const BarSeries& s, size_t begin, size_t end) {
   out.target_values = slice(s.target_values);
   for (const auto& column : s.declared_observed) out.declared_observed.push_back(slice(column));
   for (const auto& column : s.declared_known) out.declared_known.push_back(slice(column));
+  for (const auto& column : s.declared_static) out.declared_static.push_back(slice(column));
+  out.observed_levels = s.observed_levels;
+  out.known_levels = s.known_levels;
+  out.static_levels = s.static_levels;
   if (end == s.size()) {
     out.future_timestamp_ns = s.future_timestamp_ns;
     out.future_known = s.future_known;
@@ -125,6 +162,7 @@ void validate_series(const BarSeries& s, const std::string& source) {
   check_length(s.target_values, "the target column", true);
   for (const auto& column : s.declared_observed) check_length(column, "a declared observed input", false);
   for (const auto& column : s.declared_known) check_length(column, "a declared known input", false);
+  for (const auto& column : s.declared_static) check_length(column, "a declared static input", false);
   if (s.open.empty() != s.high.empty() || s.open.empty() != s.low.empty()) {
     throw Error(where + ": has only some of open, high and low; give all three or none (close-only bars)");
   }
@@ -155,11 +193,22 @@ void validate_series(const BarSeries& s, const std::string& source) {
     }
     if (!s.target_values.empty() && !std::isfinite(s.target_values[i]))
       fail(i, "target " + format_number(s.target_values[i]) + " is not finite");
-    for (const auto* columns : {&s.declared_observed, &s.declared_known}) {
+    for (const auto& [columns, levels, kind] : {std::tuple{&s.declared_observed, &s.observed_levels, "observed"},
+                                                std::tuple{&s.declared_known, &s.known_levels, "known"},
+                                                std::tuple{&s.declared_static, &s.static_levels, "static"}}) {
       for (size_t c = 0; c < columns->size(); ++c) {
         const double v = (*columns)[c][i];
-        if (!std::isfinite(v))
-          fail(i, "declared input " + std::to_string(c + 1) + " " + format_number(v) + " is not finite");
+        const std::string which = std::string("declared ") + kind + " input " + std::to_string(c + 1) + " ";
+        if (!std::isfinite(v)) fail(i, which + format_number(v) + " is not finite");
+        if (c < levels->size() && !(*levels)[c].empty() &&
+            !(v >= 0 && v < static_cast<double>((*levels)[c].size()) && v == std::floor(v))) {
+          fail(i, which + format_number(v) + " is not the index of one of its " + std::to_string((*levels)[c].size()) +
+                      " levels");
+        }
+        if (columns == &s.declared_static && i > 0 && v != (*columns)[c][0]) {
+          fail(i, which + format_number(v) + " differs from its value " + format_number((*columns)[c][0]) +
+                      " at bar 1: a static input is constant within a series");
+        }
       }
     }
   }

@@ -325,11 +325,83 @@ DeclaredColumn declared_column(const arrow::Table& table, const std::string& sou
   return d;
 }
 
+// A declared categorical column: each value's index in `levels` (a level the column has not
+// shown before is added), as a double beside the real columns; nulls allowed as for those.
+DeclaredColumn categorical_column(const arrow::Table& table, const std::string& source, const std::string& name,
+                                  int64_t first_row, CategoryLevels& levels) {
+  DeclaredColumn d{Column{source, name, find_column(table, name), first_row}, {}, {}};
+  const auto n = static_cast<size_t>(d.col.array->length());
+  d.values.resize(n);
+  d.valid.resize(n);
+  auto level = [&](int64_t row, std::string_view text) {
+    auto it = levels.index.find(std::string(text));
+    if (it == levels.index.end()) {
+      if (levels.names.size() >= kMaxCategoryLevels) {
+        d.col.fail_at(row, "level '" + std::string(text.substr(0, 40)) + "' is one more than the " +
+                               std::to_string(kMaxCategoryLevels) +
+                               " a categorical input may have: is it a real column? (declare those with --observed, "
+                               "--known or --static)");
+      }
+      it = levels.index.emplace(std::string(text), static_cast<int32_t>(levels.names.size())).first;
+      levels.names.emplace_back(text);
+    }
+    return static_cast<double>(it->second);
+  };
+  auto texts = [&](const auto& a, int64_t offset) {
+    for (int64_t i = 0; i < a.length(); ++i) {
+      d.valid[offset + i] = a.IsValid(i);
+      if (a.IsValid(i)) d.values[offset + i] = level(offset + i, a.GetView(i));
+    }
+  };
+  const auto& type = *d.col.array->type();
+  switch (type.id()) {
+    case arrow::Type::STRING: for_each_chunk<arrow::StringArray>(d.col, texts); break;
+    case arrow::Type::LARGE_STRING: for_each_chunk<arrow::LargeStringArray>(d.col, texts); break;
+    case arrow::Type::DICTIONARY:
+      for_each_chunk<arrow::DictionaryArray>(d.col, [&](const auto& a, int64_t offset) {
+        // Each dictionary entry's level once per chunk, not once per row.
+        std::vector<double> code(static_cast<size_t>(a.dictionary()->length()), -1.0);
+        for (int64_t i = 0; i < a.length(); ++i) {
+          d.valid[offset + i] = a.IsValid(i);
+          if (!a.IsValid(i)) continue;
+          double& c = code[static_cast<size_t>(a.GetValueIndex(i))];
+          if (c < 0) c = level(offset + i, a.dictionary()->GetScalar(a.GetValueIndex(i)).ValueOrDie()->ToString());
+          d.values[offset + i] = c;
+        }
+      });
+      break;
+    case arrow::Type::INT64:
+    case arrow::Type::INT32:
+    case arrow::Type::INT16:
+    case arrow::Type::INT8:
+    case arrow::Type::UINT32:
+    case arrow::Type::UINT16:
+    case arrow::Type::UINT8: {
+      std::vector<double> numbers(n);
+      copy_numbers(d.col, numbers, &d.valid);
+      for (size_t r = 0; r < n; ++r) {
+        if (d.valid[r]) d.values[r] = level(static_cast<int64_t>(r), std::to_string(static_cast<int64_t>(numbers[r])));
+      }
+      break;
+    }
+    default:
+      d.col.fail("has type " + type.ToString() + ", expected text, dictionary or integer levels (a categorical input)");
+  }
+  return d;
+}
+
+// The declared columns of every kind in the order bars hold them: observed, known, static,
+// each kind's reals then its categoricals. `levels` gets each categorical column's levels.
 std::vector<DeclaredColumn> declared_columns(const arrow::Table& table, const std::string& source,
-                                             const DeclaredColumns& declared, int64_t first_row) {
+                                             const DeclaredColumns& declared, int64_t first_row,
+                                             std::unordered_map<std::string, CategoryLevels>& levels) {
   std::vector<DeclaredColumn> out;
-  for (const auto* names : {&declared.observed, &declared.known}) {
-    for (const auto& name : *names) out.push_back(declared_column(table, source, name, first_row));
+  for (const auto& [reals, categoricals] : {std::pair{&declared.observed, &declared.observed_categorical},
+                                            std::pair{&declared.known, &declared.known_categorical},
+                                            std::pair{&declared.statics, &declared.static_categorical}}) {
+    for (const auto& name : *reals) out.push_back(declared_column(table, source, name, first_row));
+    for (const auto& name : *categoricals)
+      out.push_back(categorical_column(table, source, name, first_row, levels[name]));
   }
   return out;
 }
@@ -401,8 +473,13 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
   bars.has_range = range_columns == 3;
   bars.has_volume = volume_col.array != nullptr;
   bars.declared = resolve_declared_inputs(*table.schema(), options, source);
-  const auto declared = declared_columns(table, source, bars.declared, first_row);
-  const size_t n_observed = bars.declared.observed.size();
+  // A source read in parts keeps its levels in the carry: a level has one index in every part.
+  std::unordered_map<std::string, CategoryLevels> own_levels;
+  auto& levels = carry ? carry->levels : own_levels;
+  const auto declared = declared_columns(table, source, bars.declared, first_row, levels);
+  const size_t n_observed = bars.declared.observed.size() + bars.declared.observed_categorical.size();
+  const size_t n_known = bars.declared.known.size() + bars.declared.known_categorical.size();
+  const size_t first_static = n_observed + n_known;
   const auto& target_declaration = bars.declared.target;
   std::optional<DeclaredColumn> target;  // another column than the close
   if (!target_declaration.column.empty()) target = declared_column(table, source, target_declaration.column, first_row);
@@ -448,8 +525,10 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
       series.declared_observed.resize(n_observed);
       for (auto& column : series.declared_observed) column.reserve(rows[s]);
       if (target) series.target_values.reserve(rows[s]);
-      series.declared_known.resize(declared.size() - n_observed);
+      series.declared_known.resize(n_known);
       for (auto& column : series.declared_known) column.reserve(rows[s]);
+      series.declared_static.resize(declared.size() - first_static);
+      for (auto& column : series.declared_static) column.reserve(rows[s]);
     }
   }
   std::vector<int64_t> last_row(symbols.names.size(), -1);
@@ -481,7 +560,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
     auto& series = bars.series[code];
     if (!future.empty() && future[r]) {
       // A bar ahead: its time and the known inputs there, nothing of its prices.
-      for (size_t c = n_observed; c < declared.size(); ++c) {
+      for (size_t c = n_observed; c < first_static; ++c) {
         if (!declared[c].valid[r]) {
           declared[c].col.fail_at(row,
                                   "empty in a future row of symbol '" + series.symbol +
@@ -500,8 +579,8 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
       }
       if (!after_future) first_future_row[code] = row;
       series.future_timestamp_ns.push_back(ts[r]);
-      series.future_known.resize(declared.size() - n_observed);
-      for (size_t c = n_observed; c < declared.size(); ++c)
+      series.future_known.resize(n_known);
+      for (size_t c = n_observed; c < first_static; ++c)
         series.future_known[c - n_observed].push_back(declared[c].values[r]);
       continue;
     }
@@ -537,6 +616,19 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
     for (size_t c = 0; c < declared.size(); ++c) {
       const auto& d = declared[c];
       if (d.valid[r]) {
+        // A static input's value is the series' first; any other is an error (the first
+        // row of a series begun in an earlier part compares with that part's value).
+        if (c >= first_static && st.first_row != row && d.values[r] != st.last[c]) {
+          auto shown = [&](double v) {
+            const auto it = levels.find(d.col.name);
+            return it == levels.end() ? format_number(v) : "'" + it->second.names.at(static_cast<size_t>(v)) + "'";
+          };
+          const std::string since =
+              st.first_row >= 0 ? "row " + std::to_string(first_row + st.first_row + 1) : "an earlier file";
+          d.col.fail_at(row, "static input of symbol '" + series.symbol + "' changes to " + shown(d.values[r]) +
+                                 " from " + shown(st.last[c]) + " (" + since +
+                                 "): a static input is constant within a series");
+        }
         st.last[c] = d.values[r];
       } else if (!forward_fill) {
         const std::string since =
@@ -575,8 +667,27 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
       series.target_values.push_back(v);
     }
     for (size_t c = 0; c < declared.size(); ++c) {
-      auto& column = c < n_observed ? series.declared_observed[c] : series.declared_known[c - n_observed];
+      auto& column = c < n_observed     ? series.declared_observed[c]
+                     : c < first_static ? series.declared_known[c - n_observed]
+                                        : series.declared_static[c - first_static];
       column.push_back(st.last[c]);
+    }
+  }
+  if (bars.declared.has_categoricals()) {
+    // Every series holds the levels so far of each categorical column (the same list, as
+    // their indices are the column's), so that a series stands alone.
+    auto levels_of = [&](const std::vector<std::string>& reals, const std::vector<std::string>& categoricals) {
+      std::vector<std::vector<std::string>> out(reals.size());
+      for (const auto& name : categoricals) out.push_back(levels.at(name).names);
+      return out;
+    };
+    const auto observed_levels = levels_of(bars.declared.observed, bars.declared.observed_categorical);
+    const auto known_levels = levels_of(bars.declared.known, bars.declared.known_categorical);
+    const auto static_levels = levels_of(bars.declared.statics, bars.declared.static_categorical);
+    for (auto& series : bars.series) {
+      series.observed_levels = observed_levels;
+      series.known_levels = known_levels;
+      series.static_levels = static_levels;
     }
   }
   if (carry) {

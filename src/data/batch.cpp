@@ -12,16 +12,19 @@ Batch make_batch(const Dataset& dataset, Split split, std::span<const size_t> in
   const int64_t l = o.encoder_length, h = o.horizon;
   const auto n_obs = static_cast<int64_t>(dataset.num_observed());
   const auto n_known = static_cast<int64_t>(dataset.num_known());
+  const auto n_static = static_cast<int64_t>(dataset.num_static());
 
   Batch batch;
   batch.observed = at::empty({b, l, n_obs}, at::kFloat);
   batch.known = at::empty({b, l + h, n_known}, at::kFloat);
   batch.symbol = at::empty({b}, at::kLong);
   batch.target = at::empty({b, h}, at::kFloat);
+  batch.statics = at::empty({b, n_static}, at::kFloat);
   float* observed = batch.observed.data_ptr<float>();
   float* known = batch.known.data_ptr<float>();
   int64_t* symbol = batch.symbol.data_ptr<int64_t>();
   float* target = batch.target.data_ptr<float>();
+  float* statics = batch.statics.data_ptr<float>();
 
   batch.windows.reserve(indices.size());
   for (int64_t i = 0; i < b; ++i) {
@@ -36,6 +39,7 @@ Batch make_batch(const Dataset& dataset, Split split, std::span<const size_t> in
     dataset.copy(part(s.known, w.start * n_known, (l + h) * n_known), known + i * (l + h) * n_known);
     dataset.copy(part(s.target, w.start + l, h), target + i * h);
     symbol[i] = s.symbol_id;
+    if (n_static > 0) dataset.copy(s.statics.first(static_cast<size_t>(n_static)), statics + i * n_static);
   }
   return batch;
 }

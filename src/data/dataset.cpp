@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <set>
 
 #include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
@@ -72,27 +74,111 @@ void check_spec_matches(bool has_range, bool has_volume, const DeclaredColumns& 
     throw Error(source + ": the model forecasts " + describe_target(spec.target) + " but the bars were read for " +
                 describe_target(declared.target));
   }
-  const auto observed = input_names(spec.observed, InputSource::Column);
-  const auto known = input_names(spec.known, InputSource::Column);
-  if (declared.observed != observed || declared.known != known || declared.missing != spec.missing) {
-    throw Error(source + ": the model reads the declared columns observed [" + join_names(observed) + "], known [" +
-                join_names(known) + "] but the bars were read with observed [" + join_names(declared.observed) +
-                "], known [" + join_names(declared.known) + "]");
+  const InputDeclaration model = declaration_of(spec);
+  if (declared.observed != model.observed || declared.known != model.known || declared.statics != model.statics ||
+      declared.observed_categorical != model.observed_categorical ||
+      declared.known_categorical != model.known_categorical ||
+      declared.static_categorical != model.static_categorical || declared.missing != spec.missing) {
+    auto kinds = [](const auto& d) {
+      std::string out = "observed [" + join_names(d.observed) + "], known [" + join_names(d.known) + "]";
+      if (!d.statics.empty()) out += ", static [" + join_names(d.statics) + "]";
+      for (const auto& [name, list] : {std::pair{"observed categorical", &d.observed_categorical},
+                                       std::pair{"known categorical", &d.known_categorical},
+                                       std::pair{"static categorical", &d.static_categorical}}) {
+        if (!list->empty()) out += std::string(", ") + name + " [" + join_names(*list) + "]";
+      }
+      return out;
+    };
+    throw Error(source + ": the model reads the declared columns " + kinds(model) + " but the bars were read with " +
+                kinds(declared));
   }
 }
 
-void normalize_into(const std::vector<double>& raw, const std::vector<FeatureStats>& stats, std::vector<float>& out) {
+size_t derived_count(const std::vector<FeatureStats>& stats) {
+  return static_cast<size_t>(std::count_if(stats.begin(), stats.end(),
+                                           [](const FeatureStats& f) { return f.source == InputSource::Derived; }));
+}
+
+// The level names of a series' declared column `c` of a kind (BarSeries::observed_levels...).
+const std::vector<std::string>& series_levels(const std::vector<std::vector<std::string>>& levels, size_t c,
+                                              const std::string& symbol, const std::string& column) {
+  if (c >= levels.size() || levels[c].empty()) {
+    throw Error("symbol '" + symbol + "': categorical input '" + column +
+                "' has no level names (BarSeries::observed_levels, known_levels or static_levels)");
+  }
+  return levels[c];
+}
+
+// How a series' categorical cells become features under `stats`: per input, its level
+// index + 1 in the spec's vocabulary by the series' own index, 0 for a level the
+// vocabulary lacks; empty for a real input.
+using CategoryMaps = std::vector<std::vector<double>>;
+CategoryMaps category_maps(const std::vector<FeatureStats>& stats, const std::vector<std::vector<std::string>>& levels,
+                           const std::string& symbol) {
+  CategoryMaps maps(stats.size());
+  const size_t derived = derived_count(stats);
+  for (size_t j = 0; j < stats.size(); ++j) {
+    if (!stats[j].categorical) continue;
+    const auto& vocabulary = stats[j].levels;
+    for (const auto& name : series_levels(levels, j - derived, symbol, stats[j].name)) {
+      const auto it = std::lower_bound(vocabulary.begin(), vocabulary.end(), name);
+      maps[j].push_back(it != vocabulary.end() && *it == name ? static_cast<double>(it - vocabulary.begin()) + 1 : 0);
+    }
+  }
+  return maps;
+}
+
+// Rows of `raw` (width stats.size()) normalized by `stats`, categorical cells through
+// `maps`; returns how many rows hold a level the vocabulary lacks.
+int64_t normalize_into(const std::vector<double>& raw, const std::vector<FeatureStats>& stats, const CategoryMaps& maps,
+                       std::vector<float>& out) {
   out.resize(raw.size());
   const size_t width = stats.size();
+  int64_t unknown_rows = 0;
+  size_t last_unknown_row = SIZE_MAX;
   for (size_t i = 0; i < raw.size(); ++i) {
-    const auto& s = stats[i % width];
-    out[i] = static_cast<float>((raw[i] - s.mean) / s.std);
+    const size_t j = i % width;
+    const auto& s = stats[j];
+    if (j < maps.size() && !maps[j].empty()) {
+      const double feature = maps[j].at(static_cast<size_t>(raw[i]));
+      if (feature == 0 && last_unknown_row != i / width) {
+        last_unknown_row = i / width;
+        ++unknown_rows;
+      }
+      out[i] = static_cast<float>(feature);
+    } else {
+      out[i] = static_cast<float>((raw[i] - s.mean) / s.std);
+    }
   }
+  return unknown_rows;
+}
+
+std::vector<std::string> categorical_names(const std::vector<FeatureStats>& stats) {
+  std::vector<std::string> names;
+  for (const auto& s : stats) {
+    if (s.categorical) names.push_back(s.name);
+  }
+  return names;
+}
+
+std::vector<std::string> real_column_names(const std::vector<FeatureStats>& stats) {
+  std::vector<std::string> names;
+  for (const auto& s : stats) {
+    if (s.source == InputSource::Column && !s.categorical) names.push_back(s.name);
+  }
+  return names;
 }
 
 }  // namespace
 
 struct SpecFitter::Moments : data::Moments {};
+
+// Each categorical's levels seen in the training split, by its place in a row of features
+// (or among the statics), and the static reals' moments over the series with training rows.
+struct SpecFitter::Vocabularies {
+  std::vector<std::set<std::string>> observed, known, statics;  // parallel to the rows' inputs
+  std::vector<data::Moments> static_reals;
+};
 
 SpecFitter::SpecFitter(bool has_range, bool has_volume, const DeclaredColumns& declared, const DatasetOptions& options)
     : has_range_(has_range),
@@ -100,10 +186,15 @@ SpecFitter::SpecFitter(bool has_range, bool has_volume, const DeclaredColumns& d
       declared_(declared),
       options_(options),
       observed_count_(observed_feature_names(has_range, has_volume, !declared.target.is_close_log_return()).size() +
-                      declared.observed.size()),
-      known_count_(known_feature_names().size() + declared.known.size()) {
+                      declared.observed_columns().size()),
+      known_count_(known_feature_names().size() + declared.known_columns().size()) {
   moments_ = std::make_unique<Moments[]>(observed_count_ + known_count_ + 1);
   raw_ = std::make_unique<RawFeatures>();
+  vocabularies_ = std::make_unique<Vocabularies>();
+  vocabularies_->observed.resize(observed_count_);
+  vocabularies_->known.resize(known_count_);
+  vocabularies_->statics.resize(declared.static_columns().size());
+  vocabularies_->static_reals.resize(declared.statics.size());
 }
 
 SpecFitter::~SpecFitter() = default;
@@ -115,13 +206,42 @@ void SpecFitter::add(const BarSeries& s) {
   // series' doubles at a time, which matters for files of millions of bars.
   RawFeatures& raw = *raw_;
   compute_raw_features(s, has_range_, has_volume_, declared_.calendar_timezone, declared_.target, raw);
-  if (raw.observed_width != observed_count_ || raw.known_width != known_count_) {
-    throw Error("symbol '" + s.symbol + "': carries " + std::to_string(s.declared_observed.size()) + " observed and " +
-                std::to_string(s.declared_known.size()) + " known declared columns, the other series " +
-                std::to_string(declared_.observed.size()) + " and " + std::to_string(declared_.known.size()));
+  if (raw.observed_width != observed_count_ || raw.known_width != known_count_ ||
+      raw.statics.size() != vocabularies_->statics.size()) {
+    throw Error("symbol '" + s.symbol + "': carries " + std::to_string(s.declared_observed.size()) + " observed, " +
+                std::to_string(s.declared_known.size()) + " known and " + std::to_string(s.declared_static.size()) +
+                " static declared columns, the other series " + std::to_string(declared_.observed_columns().size()) +
+                ", " + std::to_string(declared_.known_columns().size()) + " and " +
+                std::to_string(declared_.static_columns().size()));
   }
   auto rows = static_cast<int64_t>(raw.target.size());
   int64_t train_end = split_bounds(rows, options_)[1];
+  // The categoricals' vocabularies: the levels of the training rows. A kind's row holds its
+  // derived inputs, its declared reals, then its categoricals.
+  auto collect = [&](size_t width, size_t derived, size_t reals, const std::vector<std::string>& categoricals,
+                     const std::vector<double>& values, int64_t value_rows,
+                     const std::vector<std::vector<std::string>>& levels, std::vector<std::set<std::string>>& into) {
+    for (size_t k = 0; k < categoricals.size(); ++k) {
+      const size_t c = reals + k, place = derived + c;
+      const auto& names = series_levels(levels, c, s.symbol, categoricals[k]);
+      std::vector<uint8_t> seen(names.size());
+      for (int64_t r = 0; r < value_rows; ++r) seen.at(static_cast<size_t>(values[r * width + place])) = 1;
+      for (size_t l = 0; l < names.size(); ++l) {
+        if (seen[l]) into[place].insert(names[l]);
+      }
+    }
+  };
+  auto& v = *vocabularies_;
+  collect(observed_count_, observed_count_ - s.declared_observed.size(), declared_.observed.size(),
+          declared_.observed_categorical, raw.observed, train_end, s.observed_levels, v.observed);
+  collect(known_count_, known_count_ - s.declared_known.size(), declared_.known.size(), declared_.known_categorical,
+          raw.known, train_end, s.known_levels, v.known);
+  // Statics count once per series that trains.
+  if (train_end > 0) {
+    for (size_t k = 0; k < v.static_reals.size(); ++k) v.static_reals[k].add(raw.statics[k]);
+    collect(raw.statics.size(), 0, declared_.statics.size(), declared_.static_categorical, raw.statics, 1,
+            s.static_levels, v.statics);
+  }
   auto add_rows = [&](Moments* observed) {
     Moments* known = observed + observed_count_;
     Moments& target = known[known_count_];
@@ -150,18 +270,34 @@ FeatureSpec SpecFitter::finish() const {
     for (const auto& name : columns) out.emplace_back(name, InputSource::Column);
     return out;
   };
-  const auto observed_names = names_and_sources(
-      observed_feature_names(has_range_, has_volume_, !declared_.target.is_close_log_return()), declared_.observed);
-  const auto known_names = names_and_sources(known_feature_names(), declared_.known);
+  const auto observed_names =
+      names_and_sources(observed_feature_names(has_range_, has_volume_, !declared_.target.is_close_log_return()),
+                        declared_.observed_columns());
+  const auto known_names = names_and_sources(known_feature_names(), declared_.known_columns());
   const Moments* observed = moments_.get();
   const Moments* known = observed + observed_count_;
-  for (size_t j = 0; j < observed_count_; ++j) {
-    const auto& [name, source] = observed_names[j];
-    spec.observed.push_back({name, observed[j].mean, observed[j].std_or_one(), source});
-  }
-  for (size_t j = 0; j < known_count_; ++j) {
-    const auto& [name, source] = known_names[j];
-    spec.known.push_back({name, known[j].mean, known[j].std_or_one(), source});
+  const auto& v = *vocabularies_;
+  // A categorical is left unscaled: its feature is its vocabulary index.
+  auto input = [](const std::pair<std::string, InputSource>& name, const Moments& m,
+                  const std::set<std::string>& levels, bool categorical) {
+    FeatureStats f{name.first, m.mean, m.std_or_one(), name.second, false, {}};
+    if (categorical) {
+      f = {name.first, 0.0, 1.0, name.second, true, std::vector<std::string>(levels.begin(), levels.end())};
+      if (f.levels.empty()) throw Error("categorical input '" + name.first + "' has no value in the training split");
+    }
+    return f;
+  };
+  const size_t first_observed_categorical = observed_count_ - declared_.observed_categorical.size();
+  const size_t first_known_categorical = known_count_ - declared_.known_categorical.size();
+  for (size_t j = 0; j < observed_count_; ++j)
+    spec.observed.push_back(input(observed_names[j], observed[j], v.observed[j], j >= first_observed_categorical));
+  for (size_t j = 0; j < known_count_; ++j)
+    spec.known.push_back(input(known_names[j], known[j], v.known[j], j >= first_known_categorical));
+  const auto static_names = names_and_sources({}, declared_.static_columns());
+  for (size_t k = 0; k < static_names.size(); ++k) {
+    const bool categorical = k >= declared_.statics.size();
+    spec.statics.push_back(
+        input(static_names[k], categorical ? Moments{} : Moments{v.static_reals[k]}, v.statics[k], categorical));
   }
   spec.target = declared_.target;
   // A log return is scaled, not centered (today's models, bitwise); any other target is both.
@@ -180,12 +316,14 @@ FeatureSpec SpecFitter::finish() const {
       stats.target_scale = spec.target_scale;
     } else {
       for (size_t j = 0; j < observed_count_; ++j) {
-        stats.observed_mean.push_back(o[j].mean);
-        stats.observed_std.push_back(o[j].std_or_one());
+        const bool categorical = spec.observed[j].categorical;
+        stats.observed_mean.push_back(categorical ? 0.0 : o[j].mean);
+        stats.observed_std.push_back(categorical ? 1.0 : o[j].std_or_one());
       }
       for (size_t j = 0; j < known_count_; ++j) {
-        stats.known_mean.push_back(k[j].mean);
-        stats.known_std.push_back(k[j].std_or_one());
+        const bool categorical = spec.known[j].categorical;
+        stats.known_mean.push_back(categorical ? 0.0 : k[j].mean);
+        stats.known_std.push_back(categorical ? 1.0 : k[j].std_or_one());
       }
       stats.target_center = centered ? k[known_count_].mean : 0.0;
       stats.target_scale = k[known_count_].std_or_one();
@@ -251,14 +389,18 @@ void dataset_series(const BarSeries& s, size_t position, size_t series_count, co
 }
 
 SeriesView view_of(const SeriesFeatures& f) {
-  return {f.symbol, f.symbol_id, f.timestamp_ns, f.close,       f.observed,
-          f.known,  f.target,    f.split_bounds, f.first_bar_ns};
+  return {f.symbol, f.symbol_id, f.timestamp_ns, f.close,        f.observed,
+          f.known,  f.target,    f.split_bounds, f.first_bar_ns, f.statics};
 }
 
 InputDeclaration declaration_of(const FeatureSpec& spec) {
   InputDeclaration out;
-  out.observed = input_names(spec.observed, InputSource::Column);
-  out.known = input_names(spec.known, InputSource::Column);
+  out.observed = real_column_names(spec.observed);
+  out.known = real_column_names(spec.known);
+  out.statics = real_column_names(spec.statics);
+  out.observed_categorical = categorical_names(spec.observed);
+  out.known_categorical = categorical_names(spec.known);
+  out.static_categorical = categorical_names(spec.statics);
   out.missing = spec.missing;
   out.calendar_timezone = spec.calendar_timezone;
   out.target = spec.target;
@@ -327,10 +469,12 @@ SeriesFeatures featurize_series(const BarSeries& s, bool has_range, bool has_vol
 void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const FeatureSpec& spec, int64_t symbol_id,
                       RawFeatures& raw, SeriesFeatures& f) {
   compute_raw_features(s, has_range, has_volume, spec.calendar_timezone, spec.target, raw);
-  if (raw.observed_width != spec.observed.size() || raw.known_width != spec.known.size()) {
-    throw Error("symbol '" + s.symbol + "': its bars give " + std::to_string(raw.observed_width) + " observed and " +
-                std::to_string(raw.known_width) + " known inputs, the feature spec has " +
-                std::to_string(spec.observed.size()) + " and " + std::to_string(spec.known.size()));
+  if (raw.observed_width != spec.observed.size() || raw.known_width != spec.known.size() ||
+      raw.statics.size() != spec.statics.size()) {
+    throw Error("symbol '" + s.symbol + "': its bars give " + std::to_string(raw.observed_width) + " observed, " +
+                std::to_string(raw.known_width) + " known and " + std::to_string(raw.statics.size()) +
+                " static inputs, the feature spec has " + std::to_string(spec.observed.size()) + ", " +
+                std::to_string(spec.known.size()) + " and " + std::to_string(spec.statics.size()));
   }
   f.symbol = s.symbol;
   f.symbol_id = symbol_id;
@@ -340,8 +484,17 @@ void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const
   f.close.assign(level.begin() + (s.size() > 0 ? 1 : 0), level.end());
   const bool per_series = !spec.series_stats.empty();
   const SeriesNormalization own = per_series ? normalization_of(spec, symbol_id) : SeriesNormalization{};
-  normalize_into(raw.observed, per_series ? own.observed : spec.observed, f.observed);
-  normalize_into(raw.known, per_series ? own.known : spec.known, f.known);
+  const auto& observed = per_series ? own.observed : spec.observed;
+  const auto& known = per_series ? own.known : spec.known;
+  // A row counts once as unknown, though an observed and a known level may both be new.
+  const int64_t unknown_observed =
+      normalize_into(raw.observed, observed, category_maps(observed, s.observed_levels, s.symbol), f.observed);
+  const int64_t unknown_known =
+      normalize_into(raw.known, known, category_maps(known, s.known_levels, s.symbol), f.known);
+  int64_t unknown_static =
+      normalize_into(raw.statics, spec.statics, category_maps(spec.statics, s.static_levels, s.symbol), f.statics);
+  f.unknown_category_rows =
+      unknown_static > 0 ? static_cast<int64_t>(raw.target.size()) : std::max(unknown_observed, unknown_known);
   const double center = per_series ? own.target_center : spec.target_center;
   const double scale = per_series ? own.target_scale : spec.target_scale;
   f.target.resize(raw.target.size());
@@ -352,7 +505,7 @@ void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const
 
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
                                    std::span<const std::vector<double>> declared_known, const FeatureSpec& spec,
-                                   int64_t symbol_id) {
+                                   int64_t symbol_id, std::span<const std::vector<std::string>> known_levels) {
   const auto declared = input_names(spec.known, InputSource::Column);
   for (size_t c = 0; c < declared.size(); ++c) {
     if (c >= declared_known.size() || declared_known[c].size() < timestamps_ns.size()) {
@@ -372,10 +525,22 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
     for (size_t c = 0; c < declared.size(); ++c) raw.push_back(declared_known[c][i]);
   }
   std::vector<float> out;
+  const std::vector<std::vector<std::string>> levels(known_levels.begin(), known_levels.end());
+  const std::string symbol =
+      symbol_id >= 0 && static_cast<size_t>(symbol_id) < spec.symbols.size() ? spec.symbols[symbol_id] : "";
+  const auto maps = category_maps(spec.known, levels, symbol);
+  for (size_t j = 0; j < maps.size(); ++j) {
+    for (size_t i = 0; !maps[j].empty() && i < timestamps_ns.size(); ++i) {
+      const double code = raw[i * spec.known.size() + j];
+      if (!(code >= 0 && code < static_cast<double>(maps[j].size())))
+        throw Error("future row " + std::to_string(i + 1) + ": known categorical '" + spec.known[j].name +
+                    "' holds level index " + format_number(code) + " of " + std::to_string(maps[j].size()));
+    }
+  }
   if (spec.series_stats.empty()) {
-    normalize_into(raw, spec.known, out);
+    normalize_into(raw, spec.known, maps, out);
   } else {
-    normalize_into(raw, normalization_of(spec, symbol_id).known, out);
+    normalize_into(raw, normalization_of(spec, symbol_id).known, maps, out);
   }
   return out;
 }
@@ -423,9 +588,13 @@ Dataset Dataset::assemble(const BarSet& bars, const DatasetOptions& options, con
     owned->push_back(dataset_series(bars.series[i], i, bars.series.size(), plan, options, bars.source));
   }
   std::vector<SeriesView> views;
-  for (const auto& f : *owned) views.push_back(view_of(f));
+  int64_t unknown = 0;
+  for (const auto& f : *owned) {
+    views.push_back(view_of(f));
+    unknown += f.unknown_category_rows;
+  }
   Dataset d = over(options, std::move(plan.spec), bars.source, std::move(views), std::move(owned));
-  d.set_notes({bars.declared.unused, bars.leading_null_rows});
+  d.set_notes({bars.declared.unused, bars.leading_null_rows, unknown});
   return d;
 }
 

@@ -1,5 +1,6 @@
 #include "qtft/data/dataset_summary.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "qtft/common/format.h"
@@ -25,14 +26,24 @@ std::string names(const std::vector<FeatureStats>& stats) {
 
 std::string count_of(const std::vector<FeatureStats>& stats, const char* kind) {
   const auto declared = input_names(stats, InputSource::Column).size();
+  const auto categorical = std::count_if(stats.begin(), stats.end(), [](const auto& f) { return f.categorical; });
   std::string out = std::to_string(stats.size()) + " " + kind;
-  if (declared > 0) out += " (" + std::to_string(declared) + " declared)";
+  if (declared > 0) {
+    out += " (" + std::to_string(declared) + " declared";
+    if (categorical > 0) out += ", " + std::to_string(categorical) + " of them categorical";
+    out += ")";
+  }
   return out;
 }
 
 std::string stats_line(const FeatureStats& s) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "    %-18s mean %12.6g  std %12.6g\n", s.name.c_str(), s.mean, s.std);
+  if (s.categorical) {
+    std::snprintf(buf, sizeof buf, "    %-18s categorical, %zu levels and an unknown entry\n", s.name.c_str(),
+                  s.levels.size());
+  } else {
+    std::snprintf(buf, sizeof buf, "    %-18s mean %12.6g  std %12.6g\n", s.name.c_str(), s.mean, s.std);
+  }
   return buf;
 }
 
@@ -57,10 +68,17 @@ std::string summarize_dataset(const Dataset& dataset) {
     out += "  time: " + format_utc(series.front().first_bar_ns) + " to " +
            format_utc(series.front().timestamp_ns.back()) + " (first symbol)\n";
   }
-  out += "  inputs: observed [" + names(spec.observed) + "], known [" + names(spec.known) + "], static [symbol]\n";
-  if (!input_names(spec.observed, InputSource::Column).empty() || !input_names(spec.known, InputSource::Column).empty())
-    out += "  input counts: " + count_of(spec.observed, "observed") + ", " + count_of(spec.known, "known") +
-           ", 1 static\n";
+  out += "  inputs: observed [" + names(spec.observed) + "], known [" + names(spec.known) + "], static [symbol" +
+         (spec.statics.empty() ? "" : ", " + names(spec.statics)) + "]\n";
+  if (!input_names(spec.observed, InputSource::Column).empty() ||
+      !input_names(spec.known, InputSource::Column).empty() || !spec.statics.empty()) {
+    // The symbol is the static input every model has.
+    std::vector<FeatureStats> statics(1);
+    statics[0].name = "symbol";
+    statics.insert(statics.end(), spec.statics.begin(), spec.statics.end());
+    out += "  input counts: " + count_of(spec.observed, "observed") + ", " + count_of(spec.known, "known") + ", " +
+           count_of(statics, "static") + "\n";
+  }
   if (!spec.calendar_timezone.empty())
     out += "  calendar: time of day and day of week in " + spec.calendar_timezone + "\n";
   const auto& notes = dataset.notes();
@@ -72,6 +90,10 @@ std::string summarize_dataset(const Dataset& dataset) {
   if (notes.leading_null_rows > 0) {
     out += "  dropped: " + std::to_string(notes.leading_null_rows) +
            " leading bars whose declared inputs were still null (a warm-up), counted over every series\n";
+  }
+  if (notes.unknown_category_rows > 0) {
+    out += "  unknown levels: " + std::to_string(notes.unknown_category_rows) +
+           " rows hold a categorical level the training split does not have (mapped to the unknown entry)\n";
   }
   const auto& t = spec.target;
   const std::string what = t.transform == TargetTransform::LogReturn ? "one-bar log returns"
@@ -100,7 +122,7 @@ std::string summarize_dataset(const Dataset& dataset) {
   // Every input's line up to a screenful; the model file and the store hold them all.
   constexpr size_t kStatsLines = 32;
   size_t shown = 0;
-  for (const auto* kind : {&spec.observed, &spec.known}) {
+  for (const auto* kind : {&spec.observed, &spec.known, &spec.statics}) {
     for (const auto& s : *kind) out += shown++ < kStatsLines ? stats_line(s) : "";
   }
   if (shown > kStatsLines) out += "    and " + std::to_string(shown - kStatsLines) + " more inputs\n";

@@ -14,6 +14,7 @@ nlohmann::json stats_json(const std::vector<FeatureStats>& stats) {
   for (const auto& s : stats) {
     nlohmann::json entry{{"name", s.name}, {"mean", s.mean}, {"std", s.std}};
     if (s.source == InputSource::Column) entry["source"] = "column";
+    if (s.categorical) entry["levels"] = s.levels;  // a categorical's vocabulary
     out.push_back(std::move(entry));
   }
   return out;
@@ -26,8 +27,17 @@ std::vector<FeatureStats> stats_from(const nlohmann::json& json) {
     if (source != "derived" && source != "column") {
       throw Error("model file: malformed feature spec: input source '" + source + "' (expected derived or column)");
     }
-    out.push_back({s.at("name").get<std::string>(), s.at("mean").get<double>(), s.at("std").get<double>(),
-                   source == "column" ? InputSource::Column : InputSource::Derived});
+    FeatureStats stats{s.at("name").get<std::string>(),
+                       s.at("mean").get<double>(),
+                       s.at("std").get<double>(),
+                       source == "column" ? InputSource::Column : InputSource::Derived,
+                       false,
+                       {}};
+    if (s.contains("levels")) {
+      stats.categorical = true;
+      stats.levels = s.at("levels").get<std::vector<std::string>>();
+    }
+    out.push_back(std::move(stats));
   }
   return out;
 }
@@ -49,6 +59,7 @@ nlohmann::json to_json(const FeatureSpec& spec) {
                      {"known", stats_json(spec.known)},
                      {"symbols", spec.symbols},
                      {"target_scale", spec.target_scale}};
+  if (!spec.statics.empty()) out["statics"] = stats_json(spec.statics);
   if (spec.missing == MissingValues::ForwardFill) out["missing"] = "forward-fill";
   if (!spec.calendar_timezone.empty()) out["calendar_timezone"] = spec.calendar_timezone;
   // Only another target than today's is written, so older models' specs keep their text.
@@ -79,6 +90,7 @@ FeatureSpec feature_spec_from_json(const nlohmann::json& json) {
     spec.observed = stats_from(json.at("observed"));
     spec.known = stats_from(json.at("known"));
     spec.symbols = json.at("symbols").get<std::vector<std::string>>();
+    if (json.contains("statics")) spec.statics = stats_from(json.at("statics"));
     spec.target_scale = json.at("target_scale").get<double>();
     const auto missing = json.value("missing", std::string("error"));
     if (missing != "error" && missing != "forward-fill")

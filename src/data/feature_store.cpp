@@ -113,6 +113,12 @@ json read_options_json(const BarReadOptions& r, const DeclaredColumns& declared)
   // Only when declared: stores of derived inputs keep the fingerprints they had.
   if (!declared.empty()) {
     out["inputs"] = {{"observed", declared.observed}, {"known", declared.known}};
+    for (const auto& [key, list] :
+         {std::pair{"static", &declared.statics}, std::pair{"observed_categorical", &declared.observed_categorical},
+          std::pair{"known_categorical", &declared.known_categorical},
+          std::pair{"static_categorical", &declared.static_categorical}}) {
+      if (!list->empty()) out["inputs"][key] = *list;
+    }
     if (declared.missing == MissingValues::ForwardFill) out["inputs"]["missing"] = "forward-fill";
   }
   if (!declared.calendar_timezone.empty()) out["calendar_timezone"] = declared.calendar_timezone;
@@ -270,7 +276,7 @@ Dataset dataset_over(std::shared_ptr<MappedStore> store, const std::string& path
   try {
     options = dataset_options_from_json(index.at("windows"));
     spec = feature_spec_from_json(index.at("spec"));
-    const uint64_t n_obs = spec.observed.size(), n_known = spec.known.size();
+    const uint64_t n_obs = spec.observed.size(), n_known = spec.known.size(), n_static = spec.statics.size();
     for (const auto& e : index.at("series")) {
       SeriesView v;
       v.symbol = e.at("symbol").get<std::string>();
@@ -288,6 +294,8 @@ Dataset dataset_over(std::shared_ptr<MappedStore> store, const std::string& path
       v.observed = array_at<float>(*store, e, "observed", rows * n_obs, path);
       v.known = array_at<float>(*store, e, "known", rows * n_known, path);
       v.target = array_at<float>(*store, e, "target", rows, path);
+      if (n_static > 0) v.statics = array_at<float>(*store, e, "statics", n_static, path);
+      notes.unknown_category_rows += e.value("unknown_category_rows", int64_t{0});
       views.push_back(std::move(v));
     }
     notes.unused_columns = index.value("unused_columns", std::vector<std::string>{});
@@ -309,12 +317,18 @@ struct SpilledChunk {
   size_t series = 0;
   uint64_t rows = 0;
   uint64_t timestamp = 0, close = 0, open = 0, high = 0, low = 0, volume = 0, target = 0;
-  std::vector<uint64_t> declared;  // observed columns, then known
+  std::vector<uint64_t> declared;  // observed columns, then known, then static
 };
 
 struct Spill {
   bool has_range = false, has_volume = false;
   DeclaredColumns declared;
+  // Each series' categorical levels: its latest part's, which holds every earlier part's
+  // levels at the same indices (the parts of a source share one DeclaredCarry).
+  struct Levels {
+    std::vector<std::vector<std::string>> observed, known, statics;
+  };
+  std::vector<Levels> levels;
   int64_t leading_null_rows = 0;
   std::vector<std::string> symbols;
   std::vector<SpilledChunk> chunks;
@@ -340,6 +354,8 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
     spill.leading_null_rows += part.leading_null_rows;
     for (size_t j = 0; j < part.series.size(); ++j) {
       const auto& s = part.series[j];
+      if (spill.levels.size() <= where[j]) spill.levels.resize(where[j] + 1);
+      spill.levels[where[j]] = {s.observed_levels, s.known_levels, s.static_levels};
       SpilledChunk c;
       c.series = where[j];
       c.rows = s.size();
@@ -352,7 +368,7 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
       }
       if (spill.has_volume) append_column(out, s.volume, c.volume);
       if (!spill.declared.target.column.empty()) append_column(out, s.target_values, c.target);
-      for (const auto* columns : {&s.declared_observed, &s.declared_known}) {
+      for (const auto* columns : {&s.declared_observed, &s.declared_known, &s.declared_static}) {
         for (const auto& column : *columns) append_column(out, column, c.declared.emplace_back());
       }
       spill.chunks.push_back(std::move(c));
@@ -413,9 +429,13 @@ const BarSeries& spilled_series(const Spill& spill, const SpillReader& file, siz
   }
   s.timestamp_ns.clear();
   s.timestamp_ns.reserve(rows);
-  s.declared_observed.resize(spill.declared.observed.size());
-  s.declared_known.resize(spill.declared.known.size());
-  for (auto* columns : {&s.declared_observed, &s.declared_known}) {
+  s.declared_observed.resize(spill.declared.observed_columns().size());
+  s.declared_known.resize(spill.declared.known_columns().size());
+  s.declared_static.resize(spill.declared.static_columns().size());
+  s.observed_levels = spill.levels[series].observed;
+  s.known_levels = spill.levels[series].known;
+  s.static_levels = spill.levels[series].statics;
+  for (auto* columns : {&s.declared_observed, &s.declared_known, &s.declared_static}) {
     for (auto& column : *columns) {
       column.clear();
       column.reserve(rows);
@@ -433,7 +453,7 @@ const BarSeries& spilled_series(const Spill& spill, const SpillReader& file, siz
     if (spill.has_volume) file.append(s.volume, c.volume, c.rows);
     if (!spill.declared.target.column.empty()) file.append(s.target_values, c.target, c.rows);
     size_t k = 0;
-    for (auto* columns : {&s.declared_observed, &s.declared_known}) {
+    for (auto* columns : {&s.declared_observed, &s.declared_known, &s.declared_static}) {
       for (auto& column : *columns) file.append(column, c.declared[k++], c.rows);
     }
   }
@@ -487,6 +507,8 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
                         {"observed", out_file.append(std::span<const float>(f.observed))},
                         {"known", out_file.append(std::span<const float>(f.known))},
                         {"target", out_file.append(std::span<const float>(f.target))}});
+      if (!f.statics.empty()) series.back()["statics"] = out_file.append(std::span<const float>(f.statics));
+      if (f.unknown_category_rows > 0) series.back()["unknown_category_rows"] = f.unknown_category_rows;
     }
     out_file.pad();
     const uint64_t data_bytes = out_file.offset();

@@ -72,6 +72,8 @@ void compute_raw_features(const BarSeries& s, bool has_range, bool has_volume, c
   }
   f.observed_names = observed_feature_names(has_range, has_volume, past_target);
   f.known_names = known_feature_names();
+  f.statics.clear();
+  for (const auto& column : s.declared_static) f.statics.push_back(column.empty() ? 0.0 : column.front());
   f.observed_width = f.observed_names.size() + s.declared_observed.size();
   f.known_width = f.known_names.size() + s.declared_known.size();
   f.observed.clear();

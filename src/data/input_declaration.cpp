@@ -110,8 +110,16 @@ DeclaredColumns resolve_inputs(const InputDeclaration& declaration, const std::v
       }
     }
   };
-  take(declaration.observed, declaration.from_model ? "the model's observed" : "--observed", out.observed);
-  take(declaration.known, declaration.from_model ? "the model's known" : "--known", out.known);
+  const bool model = declaration.from_model;
+  take(declaration.observed, model ? "the model's observed" : "--observed", out.observed);
+  take(declaration.known, model ? "the model's known" : "--known", out.known);
+  take(declaration.statics, model ? "the model's static" : "--static", out.statics);
+  take(declaration.observed_categorical, model ? "the model's observed categorical" : "--observed-categorical",
+       out.observed_categorical);
+  take(declaration.known_categorical, model ? "the model's known categorical" : "--known-categorical",
+       out.known_categorical);
+  take(declaration.static_categorical, model ? "the model's static categorical" : "--static-categorical",
+       out.static_categorical);
   if (const auto& target = declaration.target.column; !target.empty() && target != bar_columns.at(3)) {
     const char* flag = declaration.from_model ? "the model's target column" : "--target-column";
     if (!contains(columns, target)) {
@@ -144,9 +152,20 @@ InputDeclaration read_input_declaration(const std::string& path) {
   if (!json.is_object())
     throw Error(path + ": an input declaration is a JSON object of lists, e.g. {\"observed\": [...]}");
   InputDeclaration out;
+  const std::map<std::string, std::vector<std::string>*> lists{{"observed", &out.observed},
+                                                               {"known", &out.known},
+                                                               {"static", &out.statics},
+                                                               {"observed_categorical", &out.observed_categorical},
+                                                               {"known_categorical", &out.known_categorical},
+                                                               {"static_categorical", &out.static_categorical}};
   for (const auto& [key, value] : json.items()) {
-    std::vector<std::string>* into = key == "observed" ? &out.observed : key == "known" ? &out.known : nullptr;
-    if (!into) throw Error(path + ": unknown key '" + key + "' (an input declaration has observed and known)");
+    const auto list = lists.find(key);
+    if (list == lists.end()) {
+      throw Error(path + ": unknown key '" + key +
+                  "' (an input declaration has observed, known, static, observed_categorical, known_categorical "
+                  "and static_categorical)");
+    }
+    std::vector<std::string>* into = list->second;
     if (!value.is_array()) throw Error(path + ": '" + key + "' must be a list of column names or globs");
     for (const auto& item : value) {
       if (!item.is_string()) {
@@ -159,8 +178,34 @@ InputDeclaration read_input_declaration(const std::string& path) {
 }
 
 void append_declaration(InputDeclaration& into, const InputDeclaration& more) {
-  into.observed.insert(into.observed.end(), more.observed.begin(), more.observed.end());
-  into.known.insert(into.known.end(), more.known.begin(), more.known.end());
+  auto append = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  append(into.observed, more.observed);
+  append(into.known, more.known);
+  append(into.statics, more.statics);
+  append(into.observed_categorical, more.observed_categorical);
+  append(into.known_categorical, more.known_categorical);
+  append(into.static_categorical, more.static_categorical);
+}
+
+namespace {
+std::vector<std::string> reals_then_categoricals(const std::vector<std::string>& reals,
+                                                 const std::vector<std::string>& categoricals) {
+  std::vector<std::string> out = reals;
+  out.insert(out.end(), categoricals.begin(), categoricals.end());
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> DeclaredColumns::observed_columns() const {
+  return reals_then_categoricals(observed, observed_categorical);
+}
+std::vector<std::string> DeclaredColumns::known_columns() const {
+  return reals_then_categoricals(known, known_categorical);
+}
+std::vector<std::string> DeclaredColumns::static_columns() const {
+  return reals_then_categoricals(statics, static_categorical);
 }
 
 }  // namespace qtft::data

@@ -140,7 +140,7 @@ BarSeries generate_series(const Instrument& inst, const std::string& symbol, int
 // The observed extra columns of a generated series, from a stream of their own so that the
 // bars do not depend on how many there are.
 void add_observed_extras(BarSeries& s, const Instrument& inst, const SyntheticOptions& options, int k) {
-  const int64_t noise_columns = std::max(0, options.extra_inputs - 2);
+  const int64_t noise_columns = std::max(0, options.extra_inputs - 3);
   Rng rng(mix_seed(mix_seed(options.seed, 0xe47a5), static_cast<uint64_t>(k)));
   const size_t n = s.size();
   auto& lead = s.declared_observed.emplace_back(n);
@@ -158,7 +158,7 @@ void add_observed_extras(BarSeries& s, const Instrument& inst, const SyntheticOp
 std::vector<std::string> extra_observed_names(int extra_inputs) {
   std::vector<std::string> names;
   if (extra_inputs >= 1) names.push_back("lead_signal");
-  const int noise = std::max(0, extra_inputs - 2);
+  const int noise = std::max(0, extra_inputs - 3);
   const int digits = noise > 100 ? 3 : 2;
   for (int c = 0; c < noise; ++c) {
     std::string number = std::to_string(c);
@@ -195,6 +195,13 @@ BarSet generate_synthetic_symbol(const SyntheticOptions& options, int k) {
     bars.declared.observed = extra_observed_names(options.extra_inputs);
   }
   if (options.extra_inputs >= 2) bars.declared.known = {"event_flag"};
+  if (options.extra_inputs >= 3) {
+    // A static category: which of two volatility classes the instrument trades in.
+    auto& s = bars.series.back();
+    s.declared_static.emplace_back(s.size(), 0.0);
+    s.static_levels.push_back({inst.bar_vol >= 0.0009 ? "high" : "low"});
+    bars.declared.static_categorical = {"vol_class"};
+  }
   return bars;
 }
 

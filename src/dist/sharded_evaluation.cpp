@@ -40,7 +40,8 @@ std::optional<eval::ForecastMetrics> evaluate_sharded(Collective& group, model::
       std::vector<size_t> indices(std::min(batch_size, round_end - mine));
       std::iota(indices.begin(), indices.end(), mine);
       const auto batch = data::make_batch(dataset, split, indices);
-      const auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
+      const auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device),
+                                      batch.statics.to(device));
       const auto offset = static_cast<int64_t>(mine - round_first);
       const auto count = static_cast<int64_t>(indices.size());
       forecasts.narrow(0, offset, count).copy_(out.quantiles.to(at::kCPU));

@@ -19,7 +19,8 @@ bool for_each_forecast(model::TemporalFusionTransformer& model, const data::Data
     indices.resize(std::min(batch_size, n - first));
     std::iota(indices.begin(), indices.end(), first);
     auto batch = data::make_batch(dataset, split, indices);
-    auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
+    auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device),
+                              batch.statics.to(device));
     visit(batch, out);
     if (stop_requested && stop_requested()) {
       model->train(was_training);

@@ -39,8 +39,10 @@ Int8Agreement compare_int8_to_fake_quant(model::TemporalFusionTransformer& fake_
   for_each_forecast(
       int8.model, dataset, split, batch_size, device, [&](const data::Batch& batch, const model::TftOutput& out) {
         c10::NoGradGuard no_grad;
-        const at::Tensor reference =
-            fake_quant->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device)).quantiles;
+        const at::Tensor reference = fake_quant
+                                         ->forward(batch.observed.to(device), batch.known.to(device),
+                                                   batch.symbol.to(device), batch.statics.to(device))
+                                         .quantiles;
         const at::Tensor target = batch.target.to(out.quantiles.device());
         int8_metrics.add(out.quantiles, target);
         fake_metrics.add(reference, target);

@@ -3,6 +3,7 @@
 #include <ATen/ops/sum.h>
 #include <ATen/ops/zeros.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -24,7 +25,17 @@ std::string bar(double weight, double max_weight) {
   return std::string(static_cast<size_t>(n), '#');
 }
 
-void table(std::string& out, const char* title, const std::vector<std::pair<std::string, double>>& rows) {
+using Weights = std::vector<std::pair<std::string, double>>;
+
+// The inputs by weight, heaviest first (ties in input order), the first `top` (all for 0).
+Weights ranked(const Weights& rows, size_t top) {
+  Weights out = rows;
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (top > 0 && out.size() > top) out.resize(top);
+  return out;
+}
+
+void table(std::string& out, const char* title, const Weights& rows, size_t of = 0) {
   out += std::string(title) + "\n";
   double max_w = 0;
   for (const auto& [_, w] : rows) max_w = std::max(max_w, w);
@@ -33,6 +44,7 @@ void table(std::string& out, const char* title, const std::vector<std::pair<std:
     std::snprintf(buf, sizeof buf, "  %-18s %7.4f  %s\n", name.c_str(), w, bar(w, max_w).c_str());
     out += buf;
   }
+  if (of > rows.size()) out += "  and " + std::to_string(of - rows.size()) + " more below (--top)\n";
 }
 
 }  // namespace
@@ -41,7 +53,7 @@ Explanation explain_model(model::TemporalFusionTransformer& model, const data::D
                           size_t batch_size, c10::Device device) {
   const auto& spec = dataset.spec();
   const int64_t l = dataset.options().encoder_length, h = dataset.options().horizon;
-  at::Tensor static_sum = at::zeros({1}, at::kDouble);
+  at::Tensor static_sum = at::zeros({1 + static_cast<int64_t>(spec.statics.size())}, at::kDouble);
   at::Tensor encoder_sum = at::zeros({static_cast<int64_t>(spec.observed.size() + spec.known.size())}, at::kDouble);
   at::Tensor decoder_sum = at::zeros({static_cast<int64_t>(spec.known.size())}, at::kDouble);
   at::Tensor attention_sum = at::zeros({l + h}, at::kDouble);
@@ -65,7 +77,9 @@ Explanation explain_model(model::TemporalFusionTransformer& model, const data::D
     past.push_back(s.name);
     future.push_back(s.name);
   }
-  e.static_weights = label({"symbol"}, static_sum, n);
+  std::vector<std::string> statics{"symbol"};
+  for (const auto& s : spec.statics) statics.push_back(s.name);
+  e.static_weights = label(statics, static_sum, n);
   e.encoder_weights = label(past, encoder_sum, n);
   e.decoder_weights = label(future, decoder_sum, n);
   auto a = (attention_sum / n).contiguous();
@@ -73,13 +87,13 @@ Explanation explain_model(model::TemporalFusionTransformer& model, const data::D
   return e;
 }
 
-std::string format_explanation(const Explanation& e) {
-  std::string out = "Explanation over " + std::to_string(e.windows) + " windows\n\n";
-  table(out, "Static variable selection:", e.static_weights);
+std::string format_explanation(const Explanation& e, size_t top) {
+  std::string out = "Explanation over " + std::to_string(e.windows) + " windows; each selector's inputs by weight\n\n";
+  table(out, "Static variable selection:", ranked(e.static_weights, top), e.static_weights.size());
   out += "\n";
-  table(out, "Past (encoder) variable selection:", e.encoder_weights);
+  table(out, "Past (encoder) variable selection:", ranked(e.encoder_weights, top), e.encoder_weights.size());
   out += "\n";
-  table(out, "Future (decoder) variable selection:", e.decoder_weights);
+  table(out, "Future (decoder) variable selection:", ranked(e.decoder_weights, top), e.decoder_weights.size());
   out += "\nAttention of the decoder to each position (mean over steps and windows):\n";
   std::vector<std::pair<std::string, double>> rows;
   for (size_t i = 0; i < e.attention_profile.size(); ++i) {
@@ -93,10 +107,16 @@ std::string format_explanation(const Explanation& e) {
   return out;
 }
 
-nlohmann::json to_json(const Explanation& e) {
+nlohmann::json to_json(const Explanation& e, size_t top) {
   auto weights = [](const std::vector<std::pair<std::string, double>>& rows) {
     nlohmann::json j = nlohmann::json::object();
     for (const auto& [name, w] : rows) j[name] = w;
+    return j;
+  };
+  auto ranking = [top](const Weights& rows) {
+    nlohmann::json j = nlohmann::json::array();
+    int64_t rank = 0;
+    for (const auto& [name, w] : ranked(rows, top)) j.push_back({{"rank", ++rank}, {"input", name}, {"weight", w}});
     return j;
   };
   nlohmann::json positions = nlohmann::json::array();
@@ -107,7 +127,11 @@ nlohmann::json to_json(const Explanation& e) {
           {"static_weights", weights(e.static_weights)},
           {"encoder_weights", weights(e.encoder_weights)},
           {"decoder_weights", weights(e.decoder_weights)},
-          {"attention", positions}};
+          {"attention", positions},
+          {"ranking",
+           {{"static", ranking(e.static_weights)},
+            {"encoder", ranking(e.encoder_weights)},
+            {"decoder", ranking(e.decoder_weights)}}}};
 }
 
 }  // namespace qtft::infer

@@ -41,7 +41,8 @@ int64_t median_spacing(std::span<const int64_t> t) {
 struct PreparedSeries {
   data::SeriesFeatures features;  // min_bars() - 1 = encoder_length rows
   std::vector<int64_t> future_ns;
-  std::vector<std::vector<double>> future_known;  // the declared known columns at future_ns
+  std::vector<std::vector<double>> future_known;       // the declared known columns at future_ns
+  std::vector<std::vector<std::string>> known_levels;  // the level names of the categorical ones
   Forecast forecast;
 };
 
@@ -64,13 +65,17 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
   if (volume && recent.volume.empty()) {
     throw Error(who + ": the model reads volume (input log_volume) but the bars have none");
   }
-  const auto declared = data::declaration_of(spec);
-  if (recent.declared_observed.size() != declared.observed.size() ||
-      recent.declared_known.size() != declared.known.size()) {
-    throw Error(who + ": the model reads the declared columns observed [" + join_names(declared.observed) +
-                "], known [" + join_names(declared.known) + "] but the bars carry " +
-                std::to_string(recent.declared_observed.size()) + " observed and " +
-                std::to_string(recent.declared_known.size()) + " known declared columns");
+  // Each kind's declared columns, reals then categoricals, as the bars hold them.
+  const auto observed = data::input_names(spec.observed, data::InputSource::Column);
+  const auto known = data::input_names(spec.known, data::InputSource::Column);
+  const auto statics = data::input_names(spec.statics, data::InputSource::Column);
+  if (recent.declared_observed.size() != observed.size() || recent.declared_known.size() != known.size() ||
+      recent.declared_static.size() != statics.size()) {
+    throw Error(who + ": the model reads the declared columns observed [" + join_names(observed) + "], known [" +
+                join_names(known) + "], static [" + join_names(statics) + "] but the bars carry " +
+                std::to_string(recent.declared_observed.size()) + " observed, " +
+                std::to_string(recent.declared_known.size()) + " known and " +
+                std::to_string(recent.declared_static.size()) + " static declared columns");
   }
   const int64_t id = data::resolve_symbol_id(spec, recent.symbol, sole_series, who);
   const auto ahead = static_cast<size_t>(h);
@@ -81,14 +86,12 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
     if (recent.future_timestamp_ns.size() < ahead) {
       throw Error(who + ": " + std::to_string(recent.future_timestamp_ns.size()) +
                   " future rows given, the model forecasts " + std::to_string(h) + " bars" +
-                  (declared.known.empty()
-                       ? ""
-                       : " and reads the declared known column '" + declared.known.front() + "' at each"));
+                  (known.empty() ? "" : " and reads the declared known column '" + known.front() + "' at each"));
     }
     // A schedule may run further ahead than the horizon: the first horizon() rows are read.
     future_ns = std::span<const int64_t>(recent.future_timestamp_ns).first(ahead);
-  } else if (!declared.known.empty()) {
-    throw Error(who + ": the model reads the declared known column '" + declared.known.front() + "' at the " +
+  } else if (!known.empty()) {
+    throw Error(who + ": the model reads the declared known column '" + known.front() + "' at the " +
                 std::to_string(h) + " bars ahead: give them as rows after the last bar with their timestamp and " +
                 "known columns filled and an empty close (BarSeries::future_timestamp_ns and future_known)");
   }
@@ -101,6 +104,7 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
   PreparedSeries p;
   p.features = data::featurize_series(tail, range, volume, spec, id);
   for (const auto& column : recent.future_known) p.future_known.emplace_back(column.begin(), column.begin() + h);
+  p.known_levels = recent.known_levels;
   const int64_t last = tail.timestamp_ns.back();
   Forecast& f = p.forecast;
   f.symbol = tail.symbol;
@@ -183,10 +187,13 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
   at::Tensor observed = at::empty({b, l, n_obs}, at::kFloat);
   at::Tensor known = at::empty({b, l + h, n_known}, at::kFloat);
   at::Tensor symbol = at::empty({b}, at::kLong);
+  const auto n_static = static_cast<int64_t>(st.file.features.statics.size());
+  at::Tensor statics = at::empty({b, n_static}, at::kFloat);
   for (int64_t i = 0; i < b; ++i) {
     const auto& p = prepared[static_cast<size_t>(i)];
     const auto future_known =
-        data::known_inputs_at(p.future_ns, p.future_known, st.file.features, p.features.symbol_id);
+        data::known_inputs_at(p.future_ns, p.future_known, st.file.features, p.features.symbol_id, p.known_levels);
+    std::copy_n(p.features.statics.data(), n_static, statics.data_ptr<float>() + i * n_static);
     std::copy_n(p.features.observed.data(), l * n_obs, observed.data_ptr<float>() + i * l * n_obs);
     float* k = known.data_ptr<float>() + i * (l + h) * n_known;
     std::copy_n(p.features.known.data(), l * n_known, k);
@@ -198,7 +205,8 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
   {
     // No autograd state and no module state is written: concurrent calls are safe.
     c10::InferenceMode inference;
-    auto out = st.model.ptr()->forward(observed.to(st.device), known.to(st.device), symbol.to(st.device));
+    auto out = st.model.ptr()->forward(observed.to(st.device), known.to(st.device), symbol.to(st.device),
+                                       statics.to(st.device));
     scaled = out.quantiles.to(at::kCPU).to(at::kDouble).contiguous();
   }
   const auto nq = static_cast<int64_t>(st.file.options.quantiles().size());

@@ -4,10 +4,29 @@
 
 namespace qtft::model {
 
+namespace {
+
+// The embedding rows of each categorical input of a kind, which follow its reals.
+std::vector<int64_t> categories_of(const std::vector<data::FeatureStats>& inputs) {
+  std::vector<int64_t> rows;
+  for (const auto& f : inputs) {
+    if (f.categorical) rows.push_back(f.categories());
+  }
+  return rows;
+}
+
+}  // namespace
+
 TftOptions model_options_for(const data::Dataset& dataset) {
-  return TftOptions(static_cast<int64_t>(dataset.num_observed()), static_cast<int64_t>(dataset.num_known()),
-                    static_cast<int64_t>(dataset.spec().symbols.size()), dataset.options().encoder_length,
-                    dataset.options().horizon);
+  const auto& spec = dataset.spec();
+  TftOptions options(static_cast<int64_t>(dataset.num_observed()), static_cast<int64_t>(dataset.num_known()),
+                     static_cast<int64_t>(spec.symbols.size()), dataset.options().encoder_length,
+                     dataset.options().horizon);
+  options.num_static(static_cast<int64_t>(dataset.num_static()))
+      .observed_categories(categories_of(spec.observed))
+      .known_categories(categories_of(spec.known))
+      .static_categories(categories_of(spec.statics));
+  return options;
 }
 
 TftOptions model_options_for(const data::Dataset& dataset, const Architecture& architecture, bool use_qat,

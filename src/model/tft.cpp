@@ -3,6 +3,7 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/embedding.h>
 #include <ATen/ops/lstm.h>
+#include <ATen/ops/stack.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
@@ -45,6 +46,12 @@ torch::nn::ModuleList real_embeddings(int64_t count, int64_t hidden_size) {
   return list;
 }
 
+torch::nn::ModuleList categorical_embeddings(const std::vector<int64_t>& categories, int64_t hidden_size) {
+  torch::nn::ModuleList list;
+  for (int64_t rows : categories) list->push_back(CategoricalEmbedding(rows, hidden_size));
+  return list;
+}
+
 }  // namespace
 
 TemporalFusionTransformerImpl::TemporalFusionTransformerImpl(TftOptions options) : options_(std::move(options)) {
@@ -52,13 +59,23 @@ TemporalFusionTransformerImpl::TemporalFusionTransformerImpl(TftOptions options)
   const auto& o = options_;
   const int64_t hidden = o.hidden_size();
 
-  observed_embeddings = register_module("observed_embeddings", real_embeddings(o.num_observed(), hidden));
-  known_embeddings = register_module("known_embeddings", real_embeddings(o.num_known(), hidden));
+  observed_embeddings = register_module("observed_embeddings", real_embeddings(o.num_observed_reals(), hidden));
+  known_embeddings = register_module("known_embeddings", real_embeddings(o.num_known_reals(), hidden));
   symbol_embedding = register_module("symbol_embedding", torch::nn::Embedding(o.num_symbols(), hidden));
+  // Declared statics and categoricals after the modules every model has: without them no
+  // parameter is drawn, and today's models initialize as they did.
+  static_embeddings = register_module("static_embeddings", real_embeddings(o.num_static_reals(), hidden));
+  observed_categorical_embeddings =
+      register_module("observed_categorical_embeddings", categorical_embeddings(o.observed_categories(), hidden));
+  known_categorical_embeddings =
+      register_module("known_categorical_embeddings", categorical_embeddings(o.known_categories(), hidden));
+  static_categorical_embeddings =
+      register_module("static_categorical_embeddings", categorical_embeddings(o.static_categories(), hidden));
 
-  // The static input needs no context: it is what the contexts are made from.
+  // The static inputs need no context: they are what the contexts are made from.
   static_vsn = register_module(
-      "static_vsn", VariableSelectionNetwork(VariableSelectionNetworkOptions(1, hidden).dropout(o.dropout())));
+      "static_vsn",
+      VariableSelectionNetwork(VariableSelectionNetworkOptions(1 + o.num_static(), hidden).dropout(o.dropout())));
   static_context_variable_selection =
       register_module("static_context_variable_selection", GatedResidualNetwork(grn_options(o)));
   static_context_enrichment = register_module("static_context_enrichment", GatedResidualNetwork(grn_options(o)));
@@ -99,6 +116,7 @@ void TemporalFusionTransformerImpl::enable_qat() {
   const quant::QatSettings settings{options_.weight_bits(), options_.activation_bits(), options_.observer_averaging()};
   for (const auto& module : modules(/*include_self=*/false)) {
     if (auto* dense = module->as<DenseImpl>()) dense->enable_qat(settings);
+    if (auto* categorical = module->as<CategoricalEmbeddingImpl>()) categorical->enable_qat(settings);
   }
   temporal_attention->enable_qat(settings);
   auto observer = [&](const char* name) {
@@ -122,6 +140,9 @@ std::vector<std::string> TemporalFusionTransformerImpl::per_channel_quantized_we
     if (item.value()->as<DenseImpl>() != nullptr) names.push_back(item.key() + ".linear.weight");
   }
   names.push_back("symbol_embedding.weight");
+  for (const auto& item : named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    if (item.value()->as<CategoricalEmbeddingImpl>() != nullptr) names.push_back(item.key() + ".embedding.weight");
+  }
   for (const auto& [prefix, lstm] :
        {std::pair{"lstm_encoder.", lstm_encoder}, std::pair{"lstm_decoder.", lstm_decoder}}) {
     for (const auto& p : lstm->named_parameters()) {
@@ -135,6 +156,7 @@ void TemporalFusionTransformerImpl::set_weights_prequantized(bool prequantized) 
   weights_prequantized_ = prequantized;
   for (const auto& module : modules(/*include_self=*/false)) {
     if (auto* dense = module->as<DenseImpl>()) dense->set_weight_prequantized(prequantized);
+    if (auto* categorical = module->as<CategoricalEmbeddingImpl>()) categorical->set_weight_prequantized(prequantized);
   }
 }
 
@@ -166,15 +188,27 @@ TemporalFusionTransformerImpl::IntegerProductSummary TemporalFusionTransformerIm
     summary.products += grn.use_integer_products(integers, input);
     fed_by_an_observer.insert(&grn);
   };
-  with_input(variable_grn(static_vsn, 0), symbol_embedding_output_quant.get());
+  auto categorical_observer = [](torch::nn::ModuleList& embeddings, size_t i) -> const quant::ActivationFakeQuantImpl* {
+    return embeddings->at<CategoricalEmbeddingImpl>(i).output_quant.get();
+  };
+  // Each kind's embedding observers in the order its selector takes them: reals, then categoricals.
+  auto observers_of = [&](torch::nn::ModuleList& reals, torch::nn::ModuleList& categoricals) {
+    std::vector<const quant::ActivationFakeQuantImpl*> out;
+    for (size_t i = 0; i < reals->size(); ++i) out.push_back(embedding_observer(reals, i));
+    for (size_t i = 0; i < categoricals->size(); ++i) out.push_back(categorical_observer(categoricals, i));
+    return out;
+  };
+  auto statics = observers_of(static_embeddings, static_categorical_embeddings);
+  statics.insert(statics.begin(), symbol_embedding_output_quant.get());
+  const auto observed = observers_of(observed_embeddings, observed_categorical_embeddings);
+  const auto known = observers_of(known_embeddings, known_categorical_embeddings);
+  for (size_t i = 0; i < statics.size(); ++i) with_input(variable_grn(static_vsn, i), statics[i]);
   // The encoder selects among the observed inputs, then the known ones; the decoder among
   // the known ones (forward embeds each known input once for both).
-  const size_t observed = observed_embeddings->size();
-  for (size_t i = 0; i < observed; ++i)
-    with_input(variable_grn(encoder_vsn, i), embedding_observer(observed_embeddings, i));
-  for (size_t i = 0; i < known_embeddings->size(); ++i) {
-    with_input(variable_grn(encoder_vsn, observed + i), embedding_observer(known_embeddings, i));
-    with_input(variable_grn(decoder_vsn, i), embedding_observer(known_embeddings, i));
+  for (size_t i = 0; i < observed.size(); ++i) with_input(variable_grn(encoder_vsn, i), observed[i]);
+  for (size_t i = 0; i < known.size(); ++i) {
+    with_input(variable_grn(encoder_vsn, observed.size() + i), known[i]);
+    with_input(variable_grn(decoder_vsn, i), known[i]);
   }
   for (const auto& module : modules(/*include_self=*/false)) {
     auto* grn = module->as<GatedResidualNetworkImpl>();
@@ -220,24 +254,24 @@ int64_t TemporalFusionTransformerImpl::encoder_chunk_length() const {
 }
 
 TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, const at::Tensor& known,
-                                                 const at::Tensor& symbol) {
-  check_inputs(observed, known, symbol);
+                                                 const at::Tensor& symbol, const at::Tensor& statics) {
+  check_inputs(observed, known, symbol, statics);
   // Each step below runs its blocks through `blocks`, which checkpoints those the policy
   // names; the blocks and their order are the same under every policy, so every policy
   // computes bitwise the same step (and draws dropout masks in the same order).
   const memory::BlockCheckpointing blocks(checkpoint_policy_);
-  const StaticContexts statics = encode_statics(symbol, blocks);  // static covariate encoders, section 4.3
-  const SelectedInputs selected = select_inputs(observed, known, statics.selection, blocks);
-  const SequenceOutputs sequence = encode_decode(selected, statics, blocks);
+  const StaticContexts contexts = encode_statics(symbol, statics, blocks);  // static covariate encoders, 4.3
+  const SelectedInputs selected = select_inputs(observed, known, contexts.selection, blocks);
+  const SequenceOutputs sequence = encode_decode(selected, contexts, blocks);
   const at::Tensor temporal = gate_lstm(sequence, selected, blocks);
-  const at::Tensor enriched = enrich(temporal, statics.enrichment, blocks);
+  const at::Tensor enriched = enrich(temporal, contexts.enrichment, blocks);
   const AttentionOutputs attention = attend(enriched, blocks);
   const at::Tensor quantiles = output_quantiles(attention, temporal, blocks);
-  return {quantiles, statics.weights, selected.past.weights, selected.future.weights, attention.weights};
+  return {quantiles, contexts.weights, selected.past.weights, selected.future.weights, attention.weights};
 }
 
 void TemporalFusionTransformerImpl::check_inputs(const at::Tensor& observed, const at::Tensor& known,
-                                                 const at::Tensor& symbol) const {
+                                                 const at::Tensor& symbol, const at::Tensor& statics) const {
   const auto& o = options_;
   const int64_t l = o.encoder_length(), h = o.horizon();
   TORCH_CHECK(observed.dim() == 3 && observed.size(1) == l && observed.size(2) == o.num_observed(),
@@ -253,6 +287,14 @@ void TemporalFusionTransformerImpl::check_inputs(const at::Tensor& observed, con
   TORCH_CHECK(observed.is_floating_point() && known.scalar_type() == observed.scalar_type(),
               "TemporalFusionTransformer: expected floating-point observed and known of one dtype, got ",
               observed.scalar_type(), " and ", known.scalar_type());
+  const int64_t s = o.num_static();
+  // Without statics, none or an empty [B, 0] (a batch's).
+  TORCH_CHECK((s == 0 && (!statics.defined() || statics.numel() == 0)) ||
+                  (statics.defined() && statics.dim() == 2 && statics.size(0) == b && statics.size(1) == s &&
+                   statics.scalar_type() == observed.scalar_type()),
+              "TemporalFusionTransformer: expected statics [", b, ", ", s, "] of ", observed.scalar_type(),
+              s == 0 ? " (or none)" : "", ", got ",
+              statics.defined() ? c10::str(statics.scalar_type(), " ", statics.sizes()) : std::string("none"));
   if (symbol.is_cpu() && b > 0) {
     // On CUDA an out-of-range index is a device-side assert that kills the process, and a
     // check there would sync every step; on the CPU a clear message costs nothing.
@@ -266,11 +308,22 @@ void TemporalFusionTransformerImpl::check_inputs(const at::Tensor& observed, con
 // they capture the model and plain values (`blocks` by copy), never references to locals.
 
 TemporalFusionTransformerImpl::StaticContexts TemporalFusionTransformerImpl::encode_statics(
-    const at::Tensor& symbol, const memory::BlockCheckpointing& blocks) {
-  // One static embedding, four contexts: c_s for selection, c_e for enrichment, and the
-  // LSTM's initial state (c_h, c_c).
-  const Tensors statics = blocks.run("static_covariates", {symbol}, [this](const Tensors& in) {
-    auto [static_embedding, static_weights] = static_vsn(embed_symbol(in[0]).unsqueeze(1));
+    const at::Tensor& symbol, const at::Tensor& declared, const memory::BlockCheckpointing& blocks) {
+  // The static inputs selected into one embedding, four contexts: c_s for selection, c_e for
+  // enrichment, and the LSTM's initial state (c_h, c_c).
+  Tensors inputs{symbol};
+  if (options_.num_static() > 0) inputs.push_back(declared);
+  const Tensors statics = blocks.run("static_covariates", inputs, [this](const Tensors& in) {
+    Tensors embedded{embed_symbol(in[0])};
+    const int64_t reals = options_.num_static_reals();
+    for (int64_t i = 0; i < reals; ++i)
+      embedded.push_back(static_embeddings->at<DenseImpl>(static_cast<size_t>(i)).forward(in[1].narrow(-1, i, 1)));
+    for (size_t j = 0; j < static_categorical_embeddings->size(); ++j) {
+      embedded.push_back(static_categorical_embeddings->at<CategoricalEmbeddingImpl>(j).forward(
+          in[1].select(-1, reals + static_cast<int64_t>(j))));
+    }
+    auto [static_embedding, static_weights] =
+        static_vsn(embedded.size() == 1 ? embedded[0].unsqueeze(1) : at::stack(embedded, 1));
     return Tensors{static_weights, static_context_variable_selection(static_embedding),
                    static_context_enrichment(static_embedding), static_context_state_h(static_embedding),
                    static_context_state_c(static_embedding)};
@@ -292,13 +345,23 @@ TemporalFusionTransformerImpl::SelectedInputs TemporalFusionTransformerImpl::sel
     return blocks.run_one("input_embedding", {x.narrow(-1, static_cast<int64_t>(i), 1)},
                           [layer](const Tensors& in) { return Tensors{layer->forward(in[0])}; });
   };
+  // A categorical's column follows its kind's reals.
+  auto embed_categorical = [&blocks](torch::nn::ModuleList& embeddings, const at::Tensor& x, size_t j, size_t reals) {
+    CategoricalEmbeddingImpl* layer = &embeddings->at<CategoricalEmbeddingImpl>(j);
+    return blocks.run_one("input_embedding", {x.select(-1, static_cast<int64_t>(reals + j))},
+                          [layer](const Tensors& in) { return Tensors{layer->forward(in[0])}; });
+  };
   Tensors past, future;
   for (size_t i = 0; i < observed_embeddings->size(); ++i) past.push_back(embed(observed_embeddings, observed, i));
-  for (size_t i = 0; i < known_embeddings->size(); ++i) {
-    const at::Tensor k = embed(known_embeddings, known, i);
+  for (size_t j = 0; j < observed_categorical_embeddings->size(); ++j)
+    past.push_back(embed_categorical(observed_categorical_embeddings, observed, j, observed_embeddings->size()));
+  auto split_known = [&](const at::Tensor& k) {
     past.push_back(k.narrow(1, 0, l));
     future.push_back(k.narrow(1, l, h));
-  }
+  };
+  for (size_t i = 0; i < known_embeddings->size(); ++i) split_known(embed(known_embeddings, known, i));
+  for (size_t j = 0; j < known_categorical_embeddings->size(); ++j)
+    split_known(embed_categorical(known_categorical_embeddings, known, j, known_embeddings->size()));
   auto selected_past = encoder_vsn->forward_variables(past, context, blocks);
   auto selected_future = decoder_vsn->forward_variables(future, context, blocks);
   return {std::move(selected_past), std::move(selected_future)};

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 
 #include "qtft/common/error.h"
 
@@ -41,6 +42,23 @@ void TftOptions::validate() const {
   if (num_observed_ + num_known_ > kMaxInputs) {
     throw Error("model options: " + std::to_string(num_observed_ + num_known_) + " real inputs, at most " +
                 std::to_string(kMaxInputs) + " are supported");
+  }
+  if (num_static_ < 0 || num_static_ > kMaxInputs)
+    throw Error("model options: num_static must be in [0, " + std::to_string(kMaxInputs) + "], got " +
+                std::to_string(num_static_));
+  for (const auto& [name, count, categories] :
+       {std::tuple{"observed", num_observed_, &observed_categories_},
+        std::tuple{"known", num_known_, &known_categories_}, std::tuple{"static", num_static_, &static_categories_}}) {
+    if (static_cast<int64_t>(categories->size()) > count) {
+      throw Error(std::string("model options: ") + std::to_string(categories->size()) + " " + name +
+                  " categoricals, but only " + std::to_string(count) + " " + name + " inputs");
+    }
+    for (int64_t rows : *categories) {
+      if (rows < 1 || rows > kMaxCategories) {
+        throw Error(std::string("model options: a ") + name + " categorical of " + std::to_string(rows) +
+                    " embedding rows; each has 1 to " + std::to_string(kMaxCategories));
+      }
+    }
   }
   if (num_symbols_ > kMaxSymbols) {
     throw Error("model options: num_symbols must be at most " + std::to_string(kMaxSymbols) + ", got " +
@@ -105,20 +123,26 @@ int64_t TftOptions::median_index() const {
 }
 
 nlohmann::json to_json(const TftOptions& o) {
-  return {{"num_observed", o.num_observed()},
-          {"num_known", o.num_known()},
-          {"num_symbols", o.num_symbols()},
-          {"encoder_length", o.encoder_length()},
-          {"horizon", o.horizon()},
-          {"hidden_size", o.hidden_size()},
-          {"attention_heads", o.attention_heads()},
-          {"lstm_layers", o.lstm_layers()},
-          {"dropout", o.dropout()},
-          {"quantiles", o.quantiles()},
-          {"use_qat", o.use_qat()},
-          {"weight_bits", o.weight_bits()},
-          {"activation_bits", o.activation_bits()},
-          {"observer_averaging", o.observer_averaging()}};
+  nlohmann::json out{{"num_observed", o.num_observed()},
+                     {"num_known", o.num_known()},
+                     {"num_symbols", o.num_symbols()},
+                     {"encoder_length", o.encoder_length()},
+                     {"horizon", o.horizon()},
+                     {"hidden_size", o.hidden_size()},
+                     {"attention_heads", o.attention_heads()},
+                     {"lstm_layers", o.lstm_layers()},
+                     {"dropout", o.dropout()},
+                     {"quantiles", o.quantiles()},
+                     {"use_qat", o.use_qat()},
+                     {"weight_bits", o.weight_bits()},
+                     {"activation_bits", o.activation_bits()},
+                     {"observer_averaging", o.observer_averaging()}};
+  // Only with declared statics or categoricals, so that other models' configs keep their text.
+  if (o.num_static() > 0) out["num_static"] = o.num_static();
+  if (!o.observed_categories().empty()) out["observed_categories"] = o.observed_categories();
+  if (!o.known_categories().empty()) out["known_categories"] = o.known_categories();
+  if (!o.static_categories().empty()) out["static_categories"] = o.static_categories();
+  return out;
 }
 
 TftOptions tft_options_from_json(const nlohmann::json& json) {
@@ -147,6 +171,19 @@ TftOptions tft_options_from_json(const nlohmann::json& json) {
       o.activation_bits(get_int("activation_bits"));
       field = "observer_averaging";
       o.observer_averaging(json.at(field).get<double>());
+    }
+    // Files written before declared statics and categoricals have none.
+    if (json.contains("num_static")) o.num_static(get_int("num_static"));
+    for (const char* name : {"observed_categories", "known_categories", "static_categories"}) {
+      if (!json.contains(name)) continue;
+      field = name;
+      auto rows = json.at(name).get<std::vector<int64_t>>();
+      if (name[0] == 'o')
+        o.observed_categories(std::move(rows));
+      else if (name[0] == 'k')
+        o.known_categories(std::move(rows));
+      else
+        o.static_categories(std::move(rows));
     }
     return o;
   } catch (const nlohmann::json::exception& e) {

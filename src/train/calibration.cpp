@@ -31,7 +31,8 @@ void calibrate_observers(model::TemporalFusionTransformer& model, const data::Da
   for (int64_t b = 0; b < batches; ++b) {
     std::span<const size_t> ids(windows.data() + static_cast<size_t>(b) * batch_size, batch_size);
     auto batch = data::make_batch(dataset, data::Split::Train, ids);
-    model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
+    model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device),
+                   batch.statics.to(device));
     // Every rank calibrates on the same batches: the batch's extremes are already every rank's.
     if (update == quant::ObserverUpdate::Step) quant::end_observer_step(*model, quant::step_extremes(*model));
     if (stop_requested && stop_requested()) {

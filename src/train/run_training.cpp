@@ -30,6 +30,9 @@ nlohmann::json metrics_document(const TrainingOutcome& o, const model::TftOption
       {"train_seconds", o.result.train_seconds},
       {"stopped_early", o.result.stopped_early}};
   if (o.calibration_coverage) j["calibration_coverage"] = data::to_json(*o.calibration_coverage);
+  if (!options.observed_categories().empty() || !options.known_categories().empty() ||
+      !options.static_categories().empty())
+    j["unknown_category_rows"] = o.unknown_category_rows;
   return j;
 }
 
@@ -76,6 +79,7 @@ TrainingOutcome run_training(const TrainingRequest& request, TrainingEvents& eve
   outcome.train = run.train;
   outcome.result = fit_training(run, shown_progress, shown, setup.stop_requested);
   outcome.calibration_coverage = run.calibration_coverage;
+  outcome.unknown_category_rows = run.dataset->notes().unknown_category_rows;
 
   auto file = training_model_file(run);
   RunRecord record = request.record;

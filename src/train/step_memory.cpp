@@ -53,7 +53,8 @@ int64_t current_bytes(c10::Device device) { return memory::memory_stats(device).
 // it is counted like the CUDA copy is (training_step's .to(device) is then a no-op).
 data::Batch batch_on(const data::Batch& batch, c10::Device device) {
   auto place = [&](const at::Tensor& t) { return device.is_cpu() ? t.clone() : t.to(device); };
-  return {place(batch.observed), place(batch.known), place(batch.symbol), place(batch.target), batch.windows};
+  return {place(batch.observed), place(batch.known),  place(batch.symbol),
+          place(batch.statics),  place(batch.target), batch.windows};
 }
 
 double median(std::vector<double> v) {

@@ -23,7 +23,8 @@ data::Batch first_training_batch(const data::Dataset& dataset, const TrainOption
 at::Tensor training_step(model::TemporalFusionTransformer& model, torch::optim::Optimizer& optimizer,
                          const data::Batch& batch, double clip_norm, c10::Device device,
                          const std::function<void()>& after_backward) {
-  auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device));
+  auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device),
+                            batch.statics.to(device));
   auto loss = eval::quantile_loss(out.quantiles, batch.target.to(device), model->options().quantiles());
   optimizer.zero_grad();
   loss.backward();

@@ -27,7 +27,7 @@ class DeclaredInputsCli : public ::testing::Test {
  protected:
   void SetUp() override {
     data_ = dir_.file("bars.parquet");
-    const auto made = run_qtft(dir_, "make-data --output " + data_ + " --rows 2400 --symbols 2 --extra-inputs 5");
+    const auto made = run_qtft(dir_, "make-data --output " + data_ + " --rows 2400 --symbols 2 --extra-inputs 6");
     ASSERT_EQ(made.exit_code, 0) << made.err;
   }
   test::TempDir dir_;
@@ -43,7 +43,7 @@ TEST_F(DeclaredInputsCli, TrainedModelsReadTheirColumnsEverywhere) {
                                  "f01], known [time_of_day_sin, time_of_day_cos, day_of_week_sin, day_of_week_cos, "
                                  "event_flag]"));
   EXPECT_THAT(run.out, HasSubstr("input counts: 8 observed (3 declared), 5 known (1 declared), 1 static"));
-  EXPECT_THAT(run.out, HasSubstr("not used: 1 column: f02"));
+  EXPECT_THAT(run.out, HasSubstr("not used: 2 columns: f02, vol_class"));
 
   // The model file's spec records them; evaluate and explain read them without being told.
   const auto file = artifact::load_model_file(model);
@@ -170,6 +170,51 @@ TEST_F(DeclaredInputsCli, TheCalendarZoneGoesWithTheModel) {
   run = run_qtft(dir_, "train --calendar-timezone Mars/Olympus_Mons" + kModel + kShort);
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_THAT(run.err, HasSubstr("--calendar-timezone: 'Mars/Olympus_Mons' is not a zone of the tz database"));
+}
+
+// A static category (make-data's vol_class) through QAT training, explain's ranking, the
+// int8 export and a forecast of the int8 model.
+TEST_F(DeclaredInputsCli, AStaticCategoricalReachesEveryCommandAndTheInt8Model) {
+  const auto model = dir_.file("static.safetensors"), int8 = dir_.file("static.int8.safetensors");
+  // Four symbols, so that both classes occur: ES, NQ and CL trade high, GC low.
+  const auto data = dir_.file("four.parquet");
+  ASSERT_EQ(run_qtft(dir_, "make-data --output " + data + " --rows 3200 --symbols 4 --extra-inputs 3").exit_code, 0);
+  auto run = run_qtft(dir_, "train --parquet-file " + data +
+                                " --observed lead_signal --static-categorical vol_class --use-qat "
+                                "--qat-calibration-batches 2" +
+                                kModel + kShort + " --save-model " + model + " --metrics-json " + dir_.file("m.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("static [symbol, vol_class]"));
+  EXPECT_THAT(run.out, HasSubstr("2 static (1 declared, 1 of them categorical)"));
+  EXPECT_THAT(run.out, HasSubstr("not used: 1 column: event_flag"));
+  EXPECT_THAT(run.out, HasSubstr("vol_class          categorical, 2 levels and an unknown entry"));
+  const auto metrics = nlohmann::json::parse(test::read_text(dir_.file("m.json")));
+  EXPECT_EQ(metrics.at("unknown_category_rows"), 0);
+  const auto file = artifact::load_model_file(model);
+  EXPECT_EQ(file.options.static_categories(), std::vector<int64_t>{3});
+  EXPECT_EQ(file.features.statics.at(0).levels, (std::vector<std::string>{"high", "low"}));
+
+  const auto json = dir_.file("x.json");
+  run = run_qtft(dir_, "explain --top 1 --load-model " + model + " --parquet-file " + data + " --json " + json);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("and 1 more below (--top)"));
+  const auto explained = nlohmann::json::parse(test::read_text(json));
+  EXPECT_EQ(explained["ranking"]["static"].size(), 1u);
+  EXPECT_EQ(explained["static_weights"].size(), 2u);
+  const double top = explained["ranking"]["encoder"][0]["weight"].get<double>();
+  for (const auto& [_, w] : explained["encoder_weights"].items()) EXPECT_LE(w.get<double>(), top);
+
+  run = run_qtft(dir_, "export-int8 --load-model " + model + " --output " + int8);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  run = run_qtft(dir_, "forecast --load-model " + int8 + " --parquet-file " + data);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("integer products: "));
+  // A file without the column is refused, naming it.
+  const auto plain = dir_.file("plain.parquet");
+  ASSERT_EQ(run_qtft(dir_, "make-data --output " + plain + " --rows 2400 --symbols 2 --extra-inputs 2").exit_code, 0);
+  run = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + plain);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("the model's static categorical column 'vol_class' is not in the file"));
 }
 
 }  // namespace

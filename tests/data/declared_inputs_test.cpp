@@ -94,7 +94,18 @@ TEST(InputDeclarationFile, ListsByKindAndMistakesWithLineAndColumn) {
                               "column 20"));
   const auto key = dir.write("key.json", R"({"observd": []})");
   EXPECT_EQ(test::error_message([&] { read_input_declaration(key); }),
-            key + ": unknown key 'observd' (an input declaration has observed and known)");
+            key +
+                ": unknown key 'observd' (an input declaration has observed, known, static, observed_categorical, "
+                "known_categorical and static_categorical)");
+  const auto kinds = read_input_declaration(
+      dir.write("kinds.json", R"({"static": ["tick"], "observed_categorical": ["venue"], "known_categorical": )"
+                              R"(["session"], "static_categorical": ["sector", "x_*"]})"));
+  EXPECT_THAT(kinds.statics, ElementsAre("tick"));
+  EXPECT_THAT(kinds.observed_categorical, ElementsAre("venue"));
+  EXPECT_THAT(kinds.known_categorical, ElementsAre("session"));
+  EXPECT_THAT(kinds.static_categorical, ElementsAre("sector", "x_*"));
+  append_declaration(flags, kinds);
+  EXPECT_THAT(flags.static_categorical, ElementsAre("sector", "x_*"));
   const auto number = dir.write("number.json", R"({"known": ["a", 3]})");
   EXPECT_EQ(test::error_message([&] { read_input_declaration(number); }),
             number + ": 'known' holds 3, not a column name or glob");
@@ -278,7 +289,7 @@ TEST(DeclaredInputs, AFolderAndItsStoreCarryThemBitwiseAsMemoryDoes) {
   test::TempDir dir;
   BarSource source;
   source.parquet_file = dir.file("bars");
-  write_parquet_partitions(generate_synthetic_bars(with_extras(5)), source.parquet_file);
+  write_parquet_partitions(generate_synthetic_bars(with_extras(6)), source.parquet_file);
   source.read.inputs = {{"lead_signal", "f*"}, {"event_flag"}};
   DatasetOptions windows;
   windows.encoder_length = 16;
@@ -310,15 +321,19 @@ TEST(DeclaredInputs, AFolderAndItsStoreCarryThemBitwiseAsMemoryDoes) {
   fewer.read.inputs = {{"lead_signal"}, {}};
   EXPECT_TRUE(prepare_feature_store(fewer, windows, nullptr).built);
   EXPECT_EQ(map_feature_store(prepare_feature_store(fewer, windows, nullptr).path).notes().unused_columns,
-            (Names{"f00", "f01", "f02", "event_flag"}));
+            (Names{"f00", "f01", "f02", "event_flag", "vol_class"}));
 }
 
 TEST(SyntheticExtras, LeadTheNextReturnAndScheduleVolatileReleases) {
   const auto plain = generate_synthetic_bars(with_extras(0));
   const auto lead_only = generate_synthetic_bars(with_extras(1));
-  const auto all = generate_synthetic_bars(with_extras(4));
+  const auto all = generate_synthetic_bars(with_extras(5));
   EXPECT_THAT(all.declared.observed, ElementsAre("lead_signal", "f00", "f01"));
   EXPECT_THAT(all.declared.known, ElementsAre("event_flag"));
+  // A static category per symbol: ES trades in the high volatility class, GC in the low.
+  EXPECT_THAT(all.declared.static_categorical, ElementsAre("vol_class"));
+  EXPECT_THAT(all.series[0].static_levels, ElementsAre(ElementsAre("high")));
+  EXPECT_THAT(generate_synthetic_symbol(with_extras(3), 3).series[0].static_levels, ElementsAre(ElementsAre("low")));
   // The observed columns come from a stream of their own: the bars do not move.
   EXPECT_EQ(lead_only.series[0].close, plain.series[0].close);
   EXPECT_TRUE(plain.series[0].declared_observed.empty());

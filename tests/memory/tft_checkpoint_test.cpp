@@ -40,8 +40,9 @@ struct TrainingRun {
   at::Tensor rng_after;
 };
 
-TrainingRun train_steps(Quant quant, CheckpointPolicy policy, int steps = 3, int64_t lstm_layers = 1) {
-  const data::Dataset d = test::tiny_dataset();
+TrainingRun train_steps(Quant quant, CheckpointPolicy policy, int steps = 3, int64_t lstm_layers = 1,
+                        bool declared = false) {
+  const data::Dataset d = declared ? test::tiny_declared_dataset() : test::tiny_dataset();
   model::TftOptions options = test::tiny_model_options(d);
   options.dropout(0.2).use_qat(quant != Quant::Fp32).lstm_layers(lstm_layers);
   auto model = model::build_model(options, 7);
@@ -113,6 +114,15 @@ INSTANTIATE_TEST_SUITE_P(Policies, TftCheckpoint,
                                                               Quant::QatStep),
                                             ::testing::Values(CheckpointPolicy::Blocks, CheckpointPolicy::Lstm)),
                          case_name);
+
+TEST(TftCheckpoint, DeclaredStaticsAndCategoricalsTrainBitIdentically) {
+  // Static reals and categoricals, observed and known categoricals: their embeddings and
+  // observers recompute as the real inputs' do.
+  for (const Quant quant : {Quant::Fp32, Quant::QatLive}) {
+    const TrainingRun reference = train_steps(quant, CheckpointPolicy::None, 2, 1, true);
+    expect_bit_identical(reference, train_steps(quant, CheckpointPolicy::Blocks, 2, 1, true));
+  }
+}
 
 TEST(TftCheckpoint, TwoLayerLstmDrawsTheSameDropoutBetweenLayers) {
   // Dropout inside at::lstm, in every encoder chunk the lstm policy recomputes.

@@ -18,8 +18,14 @@ namespace qtft::data {
 // The declared inputs of the series read so far from a source that comes in parts (a folder's
 // files): a series found here is past its warm-up of nulls, and forward-fill continues from
 // these values, its last.
+// A categorical column's levels, so that a level has one index across all parts.
+struct CategoryLevels {
+  std::vector<std::string> names;  // in order of first appearance
+  std::unordered_map<std::string, int32_t> index;
+};
 struct DeclaredCarry {
-  std::unordered_map<std::string, std::vector<double>> last;  // observed columns, then known
+  std::unordered_map<std::string, std::vector<double>> last;  // observed columns, then known, then static
+  std::unordered_map<std::string, CategoryLevels> levels;     // by categorical column
 };
 
 // The Arrow edge of the bar reader: picks the columns by name, converts every supported

@@ -16,8 +16,16 @@ struct BarSeries {
   std::vector<double> open, high, low;  // empty when the source had only a close/price column
   std::vector<double> close;
   std::vector<double> volume;  // empty when the source had no volume (FX quotes)
-  // The values of the declared input columns (BarSet::declared), one vector per column.
+  // The values of the declared input columns (BarSet::declared), one vector per column, in
+  // the order of DeclaredColumns::observed_columns() and known_columns(): each kind's reals,
+  // then its categoricals. A categorical cell holds its level's index in the column's levels.
   std::vector<std::vector<double>> declared_observed, declared_known;
+  // The declared static columns (static_columns()), one value per bar, the same at every bar.
+  std::vector<std::vector<double>> declared_static;
+  // The level names of the declared columns, parallel to declared_observed, declared_known
+  // and declared_static: empty for a real column, and no entry at all past the last
+  // categorical column of a kind (so a series without categoricals leaves them empty).
+  std::vector<std::vector<std::string>> observed_levels, known_levels, static_levels;
   // The target column's values (BarSet::declared.target.column), one per bar; empty when
   // the target is the close.
   std::vector<double> target_values;
@@ -82,7 +90,8 @@ struct BarReadOptions {
 
 // The rules files are read with, for bars built in memory (an embedding program's feed):
 // equal lengths, strictly increasing timestamps, finite positive prices, high >= low,
-// finite non-negative volume, finite declared inputs, one value per bar; future rows after
+// finite non-negative volume, finite declared inputs, one value per bar, static inputs the
+// same at every bar, categorical cells an index into their levels; future rows after
 // the last bar, each with a finite value of every declared known column. Throws qtft::Error
 // naming `source`, the bar, field and value.
 void validate_series(const BarSeries& series, const std::string& source);

@@ -34,21 +34,30 @@ struct RawFeatures;
 // a column of the file that the user declared (--observed, --known).
 enum class InputSource { Derived, Column };
 
-// Mean and standard deviation of one real input, computed on the training split only.
+// Mean and standard deviation of one real input, computed on the training split only; or
+// a categorical input's vocabulary, the levels of the training split, whose feature is the
+// level's index + 1 (0 for a level not seen in training), left unscaled (mean 0, std 1).
 struct FeatureStats {
   std::string name;  // the derived input's name, or the declared column's
   double mean = 0.0;
   double std = 1.0;
   InputSource source = InputSource::Derived;
+  bool categorical = false;
+  std::vector<std::string> levels;  // a categorical's vocabulary, sorted
+  // Rows of an embedding table for this input: the levels and the unknown entry.
+  int64_t categories() const { return static_cast<int64_t>(levels.size()) + 1; }
 };
 
 // Everything needed to turn new bars into the same features a model was trained on; it is
 // saved with the model so that evaluation and prediction normalize exactly as training did.
 struct FeatureSpec {
   // Each kind's derived inputs first, then its declared columns in declaration order.
-  std::vector<FeatureStats> observed;            // past-only inputs, in column order
-  std::vector<FeatureStats> known;               // inputs known for the future too: calendar, declared
-  std::vector<std::string> symbols;              // the static categorical's vocabulary
+  std::vector<FeatureStats> observed;  // past-only inputs, in column order
+  std::vector<FeatureStats> known;     // inputs known for the future too: calendar, declared
+  std::vector<std::string> symbols;    // the static categorical's vocabulary
+  // Declared static inputs (reals, then categoricals), one value per series; the reals
+  // standardized over the series that have training rows, pooled under either normalization.
+  std::vector<FeatureStats> statics;
   MissingValues missing = MissingValues::Error;  // how the declared columns' nulls were read
   std::string calendar_timezone;                 // the calendar inputs' tz database zone; empty: UTC
   // What the model forecasts: target = (transformed value - target_center) / target_scale,
@@ -79,6 +88,7 @@ SeriesNormalization normalization_of(const FeatureSpec& spec, int64_t symbol_id)
 struct ReadNotes {
   std::vector<std::string> unused_columns;  // columns no input reads
   int64_t leading_null_rows = 0;            // bars dropped before a series' declared inputs begin
+  int64_t unknown_category_rows = 0;        // rows with a categorical level not seen in training
 };
 
 // One symbol's features, one row per bar from its second bar on (the first has no return).
@@ -89,10 +99,12 @@ struct SeriesFeatures {
   // The close, or the target column's value when the target has a column of its own: the
   // level that forecasts convert back to.
   std::vector<double> close;
-  std::vector<float> observed;  // rows x observed.size(), normalized
-  std::vector<float> known;     // rows x known.size(), normalized
-  std::vector<float> target;    // rows: this bar's (transformed target - center) / scale
-  int64_t first_bar_ns = 0;     // the series' first bar, which has no row of its own
+  std::vector<float> observed;        // rows x observed.size(), normalized
+  std::vector<float> known;           // rows x known.size(), normalized
+  std::vector<float> target;          // rows: this bar's (transformed target - center) / scale
+  std::vector<float> statics;         // the declared static inputs, normalized, one row
+  int64_t unknown_category_rows = 0;  // rows with a categorical level the spec's vocabulary lacks
+  int64_t first_bar_ns = 0;           // the series' first bar, which has no row of its own
   // Rows [bounds[k], bounds[k+1]) form split k (train, validation, test).
   std::array<int64_t, 4> split_bounds{};
   size_t rows() const { return timestamp_ns.size(); }
@@ -109,7 +121,8 @@ struct SeriesView {
   std::span<const float> known;     // rows x known inputs
   std::span<const float> target;
   std::array<int64_t, 4> split_bounds{};
-  int64_t first_bar_ns = 0;  // the series' first bar, which has no row of its own
+  int64_t first_bar_ns = 0;        // the series' first bar, which has no row of its own
+  std::span<const float> statics;  // the declared static inputs, one row
   size_t rows() const { return timestamp_ns.size(); }
 };
 SeriesView view_of(const SeriesFeatures& features);
@@ -149,6 +162,8 @@ class SpecFitter {
   std::unique_ptr<Moments[]> moments_;                      // observed inputs, then known inputs, then the target
   std::vector<std::unique_ptr<Moments[]>> series_moments_;  // the same per series, when per-series
   std::unique_ptr<RawFeatures> raw_;                        // scratch, reused from series to series
+  struct Vocabularies;  // the categoricals' levels seen in training, the static reals' moments
+  std::unique_ptr<Vocabularies> vocabularies_;
   size_t observed_count_ = 0, known_count_ = 0;
 };
 
@@ -178,10 +193,11 @@ void featurize_series(const BarSeries& series, bool has_range, bool has_volume, 
 // known columns' values are `declared_known` (one vector per column, in the spec's order,
 // each at least as long as the times), since they are data, not a function of time.
 // Throws qtft::Error naming the first declared column without enough values.
-// `symbol_id` picks the series' statistics under per-series normalization.
+// `symbol_id` picks the series' statistics under per-series normalization; `known_levels`
+// are the series' level names of its categorical known columns (BarSeries::known_levels).
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
                                    std::span<const std::vector<double>> declared_known, const FeatureSpec& spec,
-                                   int64_t symbol_id);
+                                   int64_t symbol_id, std::span<const std::vector<std::string>> known_levels = {});
 // The same for a spec whose known inputs are all derived (the calendar).
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec);
 // Which of the model's inputs `spec` needs from the bars: open/high/low, volume.
@@ -229,6 +245,7 @@ class Dataset {
   void set_notes(ReadNotes notes) { notes_ = std::move(notes); }
   size_t num_observed() const { return spec_.observed.size(); }
   size_t num_known() const { return spec_.known.size(); }
+  size_t num_static() const { return spec_.statics.size(); }
   size_t num_windows(Split split) const;
   // What batches and passes over whole splits use rather than dereferencing the views.
   template <class T>

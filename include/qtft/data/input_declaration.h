@@ -43,12 +43,20 @@ struct TargetDeclaration {
   bool operator==(const TargetDeclaration&) const = default;
 };
 
-// Which columns of a file feed the model as real inputs besides the ones derived from the
-// bars, by kind, as the user declared them: column names or globs ('f_*', 'rv_??'), in
-// order. Observed inputs are known up to each bar, known inputs also for the bars ahead.
+// The most levels a categorical input may have in a file: more is a real column declared
+// categorical by mistake, whose vocabulary would be a table the size of the file.
+inline constexpr size_t kMaxCategoryLevels = 10'000;
+
+// Which columns of a file feed the model besides the inputs derived from the bars, by kind,
+// as the user declared them: column names or globs ('f_*', 'rv_??'), in order. Observed
+// inputs are known up to each bar, known inputs also for the bars ahead, static inputs are
+// constant within a series. Real columns hold numbers; categorical ones text, dictionary or
+// integer values, each value a level with an embedding of its own.
 struct InputDeclaration {
   std::vector<std::string> observed;
   std::vector<std::string> known;
+  std::vector<std::string> statics;  // --static
+  std::vector<std::string> observed_categorical, known_categorical, static_categorical;
   MissingValues missing = MissingValues::Error;
   // The tz database zone whose wall clock the calendar inputs read (--calendar-timezone);
   // empty for UTC.
@@ -57,11 +65,15 @@ struct InputDeclaration {
   TargetDeclaration target;
   // A saved model's columns (data::declaration_of) rather than the user's flags: errors say so.
   bool from_model = false;
-  bool empty() const { return observed.empty() && known.empty() && target.column.empty(); }  // declares no column
+  bool empty() const {  // declares no column
+    return observed.empty() && known.empty() && statics.empty() && observed_categorical.empty() &&
+           known_categorical.empty() && static_categorical.empty() && target.column.empty();
+  }
 };
 
 // A declaration file (--inputs FILE), JSON: {"observed": ["lead_signal", "f_*"], "known":
-// ["event_flag"]}, each list optional. Throws qtft::Error naming the file and, for text that
+// ["event_flag"], "static": [...], "observed_categorical": [...], "known_categorical": [...],
+// "static_categorical": ["sector"]}, each list optional. Throws qtft::Error naming the file and, for text that
 // does not parse, the line and column; an unknown key or a value that is not a list of
 // strings names the key.
 InputDeclaration read_input_declaration(const std::string& path);
@@ -74,12 +86,25 @@ void append_declaration(InputDeclaration& into, const InputDeclaration& more);
 struct DeclaredColumns {
   std::vector<std::string> observed;
   std::vector<std::string> known;
+  std::vector<std::string> statics;
+  std::vector<std::string> observed_categorical, known_categorical, static_categorical;
   std::vector<std::string> unused;
   MissingValues missing = MissingValues::Error;
   std::string calendar_timezone;  // checked against the tz database; empty for UTC
   // The target; its column is empty for the close (also when the close was named).
   TargetDeclaration target;
-  bool empty() const { return observed.empty() && known.empty() && target.column.empty(); }  // reads no column
+  bool empty() const {  // reads no column
+    return observed.empty() && known.empty() && statics.empty() && observed_categorical.empty() &&
+           known_categorical.empty() && static_categorical.empty() && target.column.empty();
+  }
+  // Each kind's columns in the order bars and features hold them: its reals, then its
+  // categoricals.
+  std::vector<std::string> observed_columns() const;
+  std::vector<std::string> known_columns() const;
+  std::vector<std::string> static_columns() const;
+  bool has_categoricals() const {
+    return !observed_categorical.empty() || !known_categorical.empty() || !static_categorical.empty();
+  }
 };
 // A declaration of no column (its missing values and calendar only): what bars without
 // declared columns, such as the embedded data, are read under. Throws qtft::Error naming

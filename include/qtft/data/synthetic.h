@@ -19,13 +19,16 @@ struct SyntheticOptions {
   int64_t shift_after_bar = 0;
   double shift_volatility = 2.0;
   double shift_drift = 0.1;
-  // Extra real columns beside the bars (BarSet::declared: observed, then known), for trying
+  // Extra columns beside the bars (BarSet::declared), for trying
   // declared inputs: in this order, as many as asked for,
   //   lead_signal  observed: 0.7 x the next bar's return in units of the symbol's typical
   //                volatility, plus noise of variance 0.51; it leads the target
   //   event_flag   known: 1 at a scheduled release (10:00 UTC on a third of the days, the same
   //                days for every symbol), 0 elsewhere; the release bar and the few after it
   //                are up to 3x as volatile, so the bars themselves change with it
+  //   vol_class    static categorical: 'high' for the instruments whose typical volatility is
+  //                0.0009 a bar or more (ES, NQ, CL), 'low' for the others; it tells the
+  //                scale of a symbol's returns
   //   f00, f01...  observed: AR(1) noise (coefficient 0.9), no signal
   // With none (the default) the bars are the embedded data's, bitwise.
   int extra_inputs = 0;

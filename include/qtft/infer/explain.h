@@ -13,7 +13,7 @@ namespace qtft::infer {
 
 // The TFT's interpretability outputs averaged over the windows of a split.
 struct Explanation {
-  std::vector<std::pair<std::string, double>> static_weights;   // per static input
+  std::vector<std::pair<std::string, double>> static_weights;   // per static input: the symbol, then the declared
   std::vector<std::pair<std::string, double>> encoder_weights;  // per past input
   std::vector<std::pair<std::string, double>> decoder_weights;  // per future input
   // Mean attention of the decoder queries to each position: index 0 is the oldest encoder
@@ -26,7 +26,9 @@ struct Explanation {
 Explanation explain_model(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
                           size_t batch_size, c10::Device device);
 
-std::string format_explanation(const Explanation& explanation);
-nlohmann::json to_json(const Explanation& explanation);
+// Each selector's inputs ranked by weight, the first `top` of each (all for 0); the JSON's
+// "ranking" holds the same, its weight objects every input.
+std::string format_explanation(const Explanation& explanation, size_t top = 0);
+nlohmann::json to_json(const Explanation& explanation, size_t top = 0);
 
 }  // namespace qtft::infer

@@ -13,6 +13,7 @@
 
 #include "qtft/memory/block_checkpointing.h"
 #include "qtft/memory/checkpoint_policy.h"
+#include "qtft/model/categorical_embedding.h"
 #include "qtft/model/gated_linear_unit.h"
 #include "qtft/model/gated_residual_network.h"
 #include "qtft/model/interpretable_attention.h"
@@ -26,19 +27,23 @@ namespace qtft::model {
 // Everything one forward pass gives: the forecast and the TFT's interpretability outputs.
 struct TftOutput {
   at::Tensor quantiles;        // [B, H, Q]   forecast of the scaled target per quantile
-  at::Tensor static_weights;   // [B, 1]      static variable selection (one static input)
+  at::Tensor static_weights;   // [B, 1+S]    static variable selection: the symbol, then the declared statics
   at::Tensor encoder_weights;  // [B, L, O+K] past variable selection: observed then known
   at::Tensor decoder_weights;  // [B, H, K]   future variable selection
   at::Tensor attention;        // [B, H, L+H] decoder queries over all positions, heads averaged
 };
 
-// The Temporal Fusion Transformer of Lim et al. (2021), for one static categorical (the
-// symbol), O past-only real inputs and K known real inputs. Submodule names are stable
-// paths (quantization hangs observers on them, model files store weights under them):
+// The Temporal Fusion Transformer of Lim et al. (2021), for the symbol and S declared
+// static inputs, O past-only inputs and K known inputs, each kind's reals before its
+// categoricals. Submodule names are stable paths (quantization hangs observers on them,
+// model files store weights under them):
 //
-//   observed_embeddings.<i>, known_embeddings.<i>   Dense(1 -> hidden) per real input
+//   observed_embeddings.<i>, known_embeddings.<i>,  Dense(1 -> hidden) per real input
+//   static_embeddings.<i>
+//   observed_categorical_embeddings.<i>, ...        CategoricalEmbedding per categorical input
+//   known_..., static_categorical_embeddings.<i>
 //   symbol_embedding                                 Embedding(num_symbols, hidden)
-//   static_vsn                                       selection over the one static input
+//   static_vsn                                       selection over the symbol and the statics
 //   static_context_{variable_selection,enrichment,state_h,state_c}   GRNs giving c_s, c_e, c_h, c_c
 //   encoder_vsn, decoder_vsn                         selection over past / future inputs, given c_s
 //   lstm_encoder, lstm_decoder                       seq2seq LSTM started from (c_h, c_c)
@@ -51,8 +56,11 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
   explicit TemporalFusionTransformerImpl(TftOptions options);
 
   // observed [B, L, O] and known [B, L+H, K] floating point (the parameters' dtype), symbol
-  // [B] int64 in [0, num_symbols). L and H must be the options' encoder_length and horizon.
-  TftOutput forward(const at::Tensor& observed, const at::Tensor& known, const at::Tensor& symbol);
+  // [B] int64 in [0, num_symbols), statics [B, S] of the dtype (undefined when S is 0). L
+  // and H must be the options' encoder_length and horizon. A categorical input's values are
+  // its level indices, exact in floating point.
+  TftOutput forward(const at::Tensor& observed, const at::Tensor& known, const at::Tensor& symbol,
+                    const at::Tensor& statics = {});
 
   const TftOptions& options() const { return options_; }
 
@@ -86,6 +94,10 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
 
   torch::nn::ModuleList observed_embeddings{nullptr};
   torch::nn::ModuleList known_embeddings{nullptr};
+  torch::nn::ModuleList static_embeddings{nullptr};
+  torch::nn::ModuleList observed_categorical_embeddings{nullptr};
+  torch::nn::ModuleList known_categorical_embeddings{nullptr};
+  torch::nn::ModuleList static_categorical_embeddings{nullptr};
   torch::nn::Embedding symbol_embedding{nullptr};
   VariableSelectionNetwork static_vsn{nullptr};
   GatedResidualNetwork static_context_variable_selection{nullptr};
@@ -113,7 +125,7 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
   using Tensors = std::vector<at::Tensor>;
   // What the forward's steps pass on, by name.
   struct StaticContexts {
-    at::Tensor weights;           // static variable selection [B, 1]
+    at::Tensor weights;           // static variable selection [B, 1+S]
     at::Tensor selection;         // c_s, steering the selection of past and future inputs
     at::Tensor enrichment;        // c_e, for static enrichment
     at::Tensor state_h, state_c;  // c_h, c_c: the encoder LSTM's initial state [layers, B, hidden]
@@ -130,8 +142,10 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
     at::Tensor weights;  // [B, H, L+H]
   };
   // The forward's steps, in the order of the paper's figure 2.
-  void check_inputs(const at::Tensor& observed, const at::Tensor& known, const at::Tensor& symbol) const;
-  StaticContexts encode_statics(const at::Tensor& symbol, const memory::BlockCheckpointing& blocks);
+  void check_inputs(const at::Tensor& observed, const at::Tensor& known, const at::Tensor& symbol,
+                    const at::Tensor& statics) const;
+  StaticContexts encode_statics(const at::Tensor& symbol, const at::Tensor& statics,
+                                const memory::BlockCheckpointing& blocks);
   SelectedInputs select_inputs(const at::Tensor& observed, const at::Tensor& known, const at::Tensor& context,
                                const memory::BlockCheckpointing& blocks);
   SequenceOutputs encode_decode(const SelectedInputs& selected, const StaticContexts& statics,

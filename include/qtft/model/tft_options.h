@@ -14,11 +14,18 @@ namespace qtft::model {
 struct TftOptions {
   TftOptions(int64_t num_observed, int64_t num_known, int64_t num_symbols, int64_t encoder_length, int64_t horizon);
 
-  TORCH_ARG(int64_t, num_observed);  // past-only real inputs
-  TORCH_ARG(int64_t, num_known);     // real inputs known for past and future
-  TORCH_ARG(int64_t, num_symbols);   // vocabulary of the static categorical
+  TORCH_ARG(int64_t, num_observed);  // past-only inputs
+  TORCH_ARG(int64_t, num_known);     // inputs known for past and future
+  TORCH_ARG(int64_t, num_symbols);   // vocabulary of the symbol, the static categorical every series has
   TORCH_ARG(int64_t, encoder_length);
   TORCH_ARG(int64_t, horizon);
+  // Declared static inputs besides the symbol, one value per series.
+  TORCH_ARG(int64_t, num_static) = 0;
+  // The embedding rows of each categorical input (its levels and an unknown entry). The
+  // categoricals are the last inputs of their kind: observed [reals..., categoricals...].
+  TORCH_ARG(std::vector<int64_t>, observed_categories) = std::vector<int64_t>{};
+  TORCH_ARG(std::vector<int64_t>, known_categories) = std::vector<int64_t>{};
+  TORCH_ARG(std::vector<int64_t>, static_categories) = std::vector<int64_t>{};
   TORCH_ARG(int64_t, hidden_size) = 64;
   TORCH_ARG(int64_t, attention_heads) = 4;
   TORCH_ARG(int64_t, lstm_layers) = 1;
@@ -46,6 +53,11 @@ struct TftOptions {
   static constexpr int64_t kMaxQuantiles = 99;
   // Index of the 0.5 quantile (the point forecast); throws if absent.
   int64_t median_index() const;
+  static constexpr int64_t kMaxCategories = 1'000'000;  // embedding rows of one categorical
+  // Each kind's real inputs, which lead its categoricals.
+  int64_t num_observed_reals() const { return num_observed_ - static_cast<int64_t>(observed_categories_.size()); }
+  int64_t num_known_reals() const { return num_known_ - static_cast<int64_t>(known_categories_.size()); }
+  int64_t num_static_reals() const { return num_static_ - static_cast<int64_t>(static_categories_.size()); }
 };
 
 // The architecture's knobs a user picks; the sizes that come from the data are set from

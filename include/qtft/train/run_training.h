@@ -51,7 +51,8 @@ struct TrainingOutcome {
   artifact::TrainingState state;   // as saved
   std::filesystem::path saved_to;  // the model, or the interrupted run's checkpoint; empty: none
   std::optional<data::RegimeCoverage> calibration_coverage;  // the last calibration's
-  nlohmann::json metrics;  // the metrics document of a finished run (written to metrics_json)
+  int64_t unknown_category_rows = 0;  // data rows with a categorical level the training split lacks
+  nlohmann::json metrics;             // the metrics document of a finished run (written to metrics_json)
 };
 
 // The backend a data-parallel run on `choice` uses: NCCL for --device cuda, else Gloo (auto

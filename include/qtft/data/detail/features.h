@@ -16,6 +16,7 @@ struct RawFeatures {
   std::vector<double> observed;                // rows x observed_width
   std::vector<double> known;                   // rows x known_width
   std::vector<double> target;                  // rows: the transformed target (the log return by default)
+  std::vector<double> statics;                 // the declared static inputs, one row (level indices for categoricals)
   std::vector<int64_t> wall_clock_ns;          // scratch: the bars' times on the calendar's clock
 };
 

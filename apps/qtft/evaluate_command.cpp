@@ -1,4 +1,5 @@
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,10 @@ namespace {
 
 void print_row(const char* name, const eval::ForecastMetrics& m) {
   std::printf("  %-22s %9.5f %9.5f %9.5f %8.4f %8.4f\n", name, m.loss, m.rmse, m.mae, m.p50, m.p90);
+}
+
+void print_units_row(const char* name, const eval::TargetUnitFigures& m) {
+  std::printf("  %-22s %9.3g %9.3g %9.3g %8.4f %8.4f\n", name, m.loss, m.rmse, m.mae, m.p50, m.p90);
 }
 
 }  // namespace
@@ -38,6 +43,12 @@ void add_evaluate_command(CLI::App& app) {
     print_row("model", metrics);
     print_row("zero return", baselines.zero);
     print_row("training quantiles", baselines.empirical);
+    if (std::isfinite(metrics.in_target_units.loss)) {
+      std::printf("in the target's units (before scaling; per series under --normalize per-series):\n");
+      print_units_row("model", metrics.in_target_units);
+      print_units_row("zero return", baselines.zero.in_target_units);
+      print_units_row("training quantiles", baselines.empirical.in_target_units);
+    }
     if (!flags->metrics_json.empty()) {
       // Keys named after the split, as training names its own: val_loss, test_loss, train_loss.
       const std::string prefix = run.split == data::Split::Validation ? "val" : data::split_name(run.split);

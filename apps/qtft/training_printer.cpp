@@ -67,6 +67,11 @@ void print_summary(const train::TrainingOutcome& outcome) {
       result.stopped_early ? " (stopped early)" : "", best.loss, baseline, outcome.baselines.best_name().c_str(),
       best.loss < baseline ? "better" : "WORSE", 100.0 * std::abs(baseline - best.loss) / baseline, best.rmse, best.mae,
       best.p50, best.p90, static_cast<long long>(outcome.parameters), result.train_seconds);
+  const auto& units = best.in_target_units;
+  if (std::isfinite(units.loss)) {
+    std::printf("  in the target's units (before scaling): validation loss %.6g, RMSE %.6g, MAE %.6g\n", units.loss,
+                units.rmse, units.mae);
+  }
 }
 
 }  // namespace qtft::cli

@@ -333,14 +333,28 @@ FeatureSpec SpecFitter::finish() const {
   return spec;
 }
 
-SeriesNormalization normalization_of(const FeatureSpec& spec, int64_t symbol_id) {
-  SeriesNormalization out{spec.observed, spec.known, spec.target_center, spec.target_scale};
-  if (spec.series_stats.empty()) return out;
+namespace {
+
+const FeatureSpec::SeriesStats& series_stats_of(const FeatureSpec& spec, int64_t symbol_id) {
   if (symbol_id < 0 || static_cast<size_t>(symbol_id) >= spec.series_stats.size()) {
     throw Error("feature spec: no per-series statistics for symbol id " + std::to_string(symbol_id) + " of " +
                 std::to_string(spec.series_stats.size()));
   }
-  const auto& own = spec.series_stats[static_cast<size_t>(symbol_id)];
+  return spec.series_stats[static_cast<size_t>(symbol_id)];
+}
+
+}  // namespace
+
+TargetScaling target_scaling_of(const FeatureSpec& spec, int64_t symbol_id) {
+  if (spec.series_stats.empty()) return {spec.target_center, spec.target_scale};
+  const auto& own = series_stats_of(spec, symbol_id);
+  return {own.target_center, own.target_scale};
+}
+
+SeriesNormalization normalization_of(const FeatureSpec& spec, int64_t symbol_id) {
+  SeriesNormalization out{spec.observed, spec.known, spec.target_center, spec.target_scale};
+  if (spec.series_stats.empty()) return out;
+  const auto& own = series_stats_of(spec, symbol_id);
   for (size_t j = 0; j < out.observed.size(); ++j) {
     out.observed[j].mean = own.observed_mean[j];
     out.observed[j].std = own.observed_std[j];

@@ -71,14 +71,15 @@ RegimeCoverage regime_coverage(const Dataset& dataset, std::span<const size_t> c
   c.volatility = {"volatility", {"calm", "normal", "volatile"}};
   c.trend = {"trend strength", {"ranging", "mixed", "trending"}};
   const auto length = static_cast<size_t>(dataset.options().encoder_length);
-  // The target is the log return over its training std: volatility is reported unscaled.
-  const double scale = dataset.spec().target_scale;
+  // The target is (the log return - center) over the training std, the series' own under
+  // per-series normalization: volatility is reported in the target's units, around its center.
   std::vector<float> returns(length);
   auto regime_of = [&](size_t index) {
     auto w = dataset.window(Split::Train, index);
-    dataset.copy(dataset.series()[w.series].target.subspan(w.start, length), returns.data());
+    const auto& series = dataset.series()[w.series];
+    dataset.copy(series.target.subspan(w.start, length), returns.data());
     auto r = window_regime(returns);
-    r.volatility *= scale;
+    r.volatility *= target_scaling_of(dataset.spec(), series.symbol_id).scale;
     return r;
   };
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "qtft/data/batch.h"
+#include "qtft/eval/window_units.h"
 
 namespace qtft::dist {
 
@@ -55,7 +56,9 @@ std::optional<eval::ForecastMetrics> evaluate_sharded(Collective& group, model::
     // Batch by batch, as one process would add them (the sums are the same either way).
     for (int64_t start = 0; start < rows; start += static_cast<int64_t>(batch_size)) {
       const int64_t count = std::min<int64_t>(static_cast<int64_t>(batch_size), rows - start);
-      metrics.add(all_forecasts.narrow(0, start, count), all_targets.narrow(0, start, count));
+      metrics.add(
+          all_forecasts.narrow(0, start, count), all_targets.narrow(0, start, count),
+          eval::target_units_of(dataset, split, round_first + static_cast<size_t>(start), static_cast<size_t>(count)));
     }
     if (stop_requested && stop_requested()) {
       model->train(was_training);

@@ -14,6 +14,7 @@
 #include "qtft/common/error.h"
 #include "qtft/data/batch.h"
 #include "qtft/eval/quantile_loss.h"
+#include "qtft/eval/window_units.h"
 
 namespace qtft::eval {
 
@@ -151,8 +152,9 @@ BaselineMetrics evaluate_baselines(const data::Dataset& dataset, data::Split spl
     std::iota(indices.begin(), indices.end(), begin);
     auto batch = data::make_batch(dataset, split, indices);
     const int64_t b = batch.size();
-    zero.add(at::zeros({b, horizon, n_q}, at::kDouble), batch.target);
-    empirical.add(constant.expand({b, horizon, n_q}), batch.target);
+    const auto units = target_units_of(dataset, split, begin, indices.size());
+    zero.add(at::zeros({b, horizon, n_q}, at::kDouble), batch.target, units);
+    empirical.add(constant.expand({b, horizon, n_q}), batch.target, units);
   }
   out.zero = zero.result();
   out.empirical = empirical.result();

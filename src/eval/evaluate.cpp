@@ -41,10 +41,14 @@ std::optional<ForecastMetrics> evaluate_model_unless_stopped(model::TemporalFusi
                                                              size_t batch_size, c10::Device device,
                                                              const std::function<bool()>& stop_requested) {
   MetricsAccumulator metrics(model->options().quantiles());
+  size_t first = 0;  // the windows arrive in order
   const bool finished = for_each_forecast(
       model, dataset, split, batch_size, device,
       [&](const data::Batch& batch, const model::TftOutput& out) {
-        metrics.add(out.quantiles, batch.target.to(out.quantiles.device()));
+        const auto count = static_cast<size_t>(batch.size());
+        metrics.add(out.quantiles, batch.target.to(out.quantiles.device()),
+                    target_units_of(dataset, split, first, count));
+        first += count;
       },
       stop_requested);
   if (!finished) return std::nullopt;

@@ -7,9 +7,8 @@
 namespace qtft::infer {
 
 TargetUnits target_units(const data::FeatureSpec& spec, int64_t symbol_id) {
-  if (spec.series_stats.empty()) return {spec.target.transform, spec.target_center, spec.target_scale};
-  const auto& own = spec.series_stats.at(static_cast<size_t>(symbol_id));
-  return {spec.target.transform, own.target_center, own.target_scale};
+  const auto scaling = data::target_scaling_of(spec, symbol_id);
+  return {spec.target.transform, scaling.center, scaling.scale};
 }
 
 void to_original_units(const double* scaled, int64_t horizon, int64_t nq, int64_t median, const TargetUnits& units,

@@ -24,6 +24,7 @@ nlohmann::json metrics_document(const TrainingOutcome& o, const model::TftOption
       {"val_mae", best.mae},
       {"val_p50", best.p50},
       {"val_p90", best.p90},
+      {"val_in_target_units", eval::to_json(best.in_target_units)},
       {"baseline_val_loss", o.baselines.best().loss},
       {"baselines", eval::to_json(o.baselines)},
       {"parameters", o.parameters},

@@ -35,6 +35,7 @@ nlohmann::json epoch_json(const EpochSummary& s) {
           {"val_mae", s.val.mae},
           {"val_p50", s.val.p50},
           {"val_p90", s.val.p90},
+          {"val_in_target_units", eval::to_json(s.val.in_target_units)},
           {"learning_rate", s.learning_rate},
           {"seconds", s.seconds},
           {"samples_per_second", s.samples_per_second},
@@ -361,6 +362,9 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
     result.best_val.mae = h.at("val_mae").get<double>();
     result.best_val.p50 = h.at("val_p50").get<double>();
     result.best_val.p90 = h.at("val_p90").get<double>();
+    // A run saved before the key existed resumes without the figures (NaN).
+    result.best_val.in_target_units =
+        eval::target_unit_figures_from_json(h.value("val_in_target_units", nlohmann::json()));
   }
   result.train_seconds = seconds_since(run_start);
   return result;

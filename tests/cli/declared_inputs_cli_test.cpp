@@ -134,8 +134,15 @@ TEST_F(DeclaredInputsCli, AnyColumnIsATargetAndForecastsComeBackInItsUnits) {
   EXPECT_EQ(file.features.target.column, "f00");
   EXPECT_EQ(file.features.series_stats.size(), 2u);
   // Every command that loads the model reads its target without being told.
-  run = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --split validation");
+  const auto metrics = dir_.file("f00.json");
+  run = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ +
+                           " --split validation --metrics-json " + metrics);
   EXPECT_EQ(run.exit_code, 0) << run.err;
+  // The metrics in f00's own units too, each series' windows by that series' scale.
+  EXPECT_THAT(run.out, HasSubstr("in the target's units (before scaling; per series"));
+  const auto evaluated = nlohmann::json::parse(test::read_text(metrics));
+  EXPECT_GT(evaluated.at("model").at("in_target_units").at("loss").get<double>(), 0.0);
+  EXPECT_GT(evaluated.at("baselines").at("zero").at("in_target_units").at("mae").get<double>(), 0.0);
   run = run_qtft(dir_, "forecast --load-model " + model + " --parquet-file " + data_ + " --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   // A value as it is: the price column holds the forecast value itself.
@@ -154,6 +161,32 @@ TEST_F(DeclaredInputsCli, AnyColumnIsATargetAndForecastsComeBackInItsUnits) {
   run = run_qtft(dir_, "train --parquet-file " + data_ + " --target-transform sqrt" + kModel + kShort);
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("--target-transform must be log-return, none, log or log1p, got 'sqrt'"));
+}
+
+// The declaration reaches the workers of --nproc and every model of --compare-accuracy.
+TEST_F(DeclaredInputsCli, NprocAndCompareAccuracyTrainOnTheDeclaredInputs) {
+  const std::string declared = " --observed lead_signal --known event_flag";
+  const auto model = dir_.file("ranks.safetensors");
+  auto run = run_qtft(
+      dir_, "train --parquet-file " + data_ + declared + " --nproc 2" + kModel + kShort + " --save-model " + model);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("Data parallel: 2 ranks"));
+  const auto file = artifact::load_model_file(model);
+  EXPECT_EQ(file.options.num_observed(), 6);
+  EXPECT_EQ(file.options.num_known(), 5);
+  EXPECT_EQ(file.features.observed.back().name, "lead_signal");
+  EXPECT_EQ(file.features.known.back().name, "event_flag");
+
+  const auto json = dir_.file("compare.json");
+  run = run_qtft(dir_, "train --parquet-file " + data_ + declared +
+                           " --compare-accuracy --epochs 2 --max-batches-per-epoch 2 --batch-size 16 "
+                           "--qat-calibration-batches 2 --metrics-json " +
+                           json + kModel);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto compared = nlohmann::json::parse(test::read_text(json));
+  EXPECT_EQ(compared.at("config").at("model").at("num_observed").get<int64_t>(), 6);
+  EXPECT_EQ(compared.at("config").at("model").at("num_known").get<int64_t>(), 5);
+  EXPECT_TRUE(compared.at("models").contains("qat_live"));
 }
 
 TEST_F(DeclaredInputsCli, TheCalendarZoneGoesWithTheModel) {

@@ -103,6 +103,48 @@ TEST(Metrics, JsonHasEveryKeyAndNullForNaN) {
   EXPECT_EQ(empty.at("count").get<int64_t>(), 0);
 }
 
+// The hand case taken back to the target's units, window 1 by scale 2 and center 1, window 2
+// by scale 10 and center 0:
+//   y = 5,   f = (3, 6, 7):     e = ( 2, -1,  -2) -> pinball 0.2, 0.5, 0.2
+//   y = -10, f = (-20, 0, 10):  e = (10, -10, -20) -> pinball 1,   5,   2
+// loss = 8.9 / 6; median errors -1, -10: rmse = sqrt(101 / 2), mae = 5.5; sum |y| = 15:
+// p50 = 2 * 5.5 / 15, p90 = 2 * 2.2 / 15. The scaled figures stay the hand case's.
+TEST(Metrics, EachWindowTakenBackToTheTargetsUnits) {
+  MetricsAccumulator acc(kQuantiles);
+  acc.add(hand_forecast(), hand_target(), WindowUnits{{2.0, 10.0}, {1.0, 0.0}});
+  const auto m = acc.result();
+  EXPECT_NEAR(m.loss, 1.25 / 6, 1e-15);
+  EXPECT_NEAR(m.p50, 0.5, 1e-15);
+  const auto& u = m.in_target_units;
+  EXPECT_NEAR(u.loss, 8.9 / 6, 1e-14);
+  EXPECT_NEAR(u.rmse, std::sqrt(101.0 / 2), 1e-14);
+  EXPECT_NEAR(u.mae, 5.5, 1e-14);
+  EXPECT_NEAR(u.p50, 2 * 5.5 / 15, 1e-14);
+  EXPECT_NEAR(u.p90, 2 * 2.2 / 15, 1e-14);
+
+  const auto j = to_json(m).at("in_target_units");
+  EXPECT_NEAR(j.at("loss").get<double>(), 8.9 / 6, 1e-14);
+  const auto back = target_unit_figures_from_json(j);
+  EXPECT_EQ(back.rmse, u.rmse);
+  EXPECT_EQ(back.p90, u.p90);
+}
+
+TEST(Metrics, TargetUnitsAreNaNUnlessEveryWindowHadThem) {
+  MetricsAccumulator none(kQuantiles), mixed(kQuantiles);
+  none.add(hand_forecast(), hand_target());
+  EXPECT_TRUE(std::isnan(none.result().in_target_units.loss));
+  EXPECT_FALSE(to_json(none.result()).contains("in_target_units"));
+  mixed.add(hand_forecast(), hand_target(), WindowUnits{{2.0, 10.0}, {1.0, 0.0}});
+  mixed.add(hand_forecast(), hand_target());
+  EXPECT_TRUE(std::isnan(mixed.result().in_target_units.mae));
+  EXPECT_FALSE(std::isnan(mixed.result().mae));
+  EXPECT_TRUE(std::isnan(target_unit_figures_from_json(nlohmann::json()).loss));
+  EXPECT_THAT(test::error_message([&] {
+                none.add(hand_forecast(), hand_target(), WindowUnits{{1.0}, {0.0}});
+              }),
+              HasSubstr("expected a scale and a center for each of the 2 windows, got 1 and 1"));
+}
+
 TEST(Metrics, RejectsMismatchedShapes) {
   MetricsAccumulator acc(kQuantiles);
   EXPECT_THAT(test::error_message([&] { acc.add(hand_forecast().slice(2, 0, 2), hand_target()); }),

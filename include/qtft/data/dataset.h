@@ -84,6 +84,12 @@ struct SeriesNormalization {
 };
 SeriesNormalization normalization_of(const FeatureSpec& spec, int64_t symbol_id);
 
+// The target's own part of it: target value = scaled * scale + center for that series.
+struct TargetScaling {
+  double center = 0.0, scale = 1.0;
+};
+TargetScaling target_scaling_of(const FeatureSpec& spec, int64_t symbol_id);
+
 // What reading a source left out, for the data summary.
 struct ReadNotes {
   std::vector<std::string> unused_columns;  // columns no input reads

@@ -28,7 +28,8 @@ struct TercileCoverage {
   std::array<size_t, 3> calibration{};      // calibration windows, per tercile
 };
 
-// Which market regimes calibration saw. Volatility cuts are in one-bar log-return units.
+// Which market regimes calibration saw. Volatility cuts are in the target's units (one-bar
+// log returns by default), each window's taken back by its own series' scale.
 struct RegimeCoverage {
   int64_t batches = 0;
   size_t calibration_windows = 0;

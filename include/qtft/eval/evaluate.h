@@ -8,6 +8,7 @@
 #include "qtft/data/batch.h"
 #include "qtft/data/dataset.h"
 #include "qtft/eval/metrics.h"
+#include "qtft/eval/window_units.h"
 #include "qtft/model/tft.h"
 
 namespace qtft::eval {

@@ -2,6 +2,8 @@
 
     python3 bench/scale_bench.py [--qtft build/qtft] [--sizes 1e6,1e7,5e7] [--with-200m]
                                  [--work DIR] [--json out.json]
+    python3 bench/scale_bench.py --wide 225 [--single-file] [--row-group-rows 1000000]
+                                 [--delete-data] [--sizes 1e7] [--json out.json]
 
 For each size N (bars in all: N / 500k symbols of 500k one-minute bars, at least 2), in one run:
   - `qtft make-data --output DIR/ --bar-minutes 1`: a Hive-partitioned dataset
@@ -20,11 +22,25 @@ Validation and test are 0.2% of each symbol's bars each, so that one epoch's val
 costs little at any size; windows are encoder 64, horizon 8. Peak RSS counts the pages of
 the mapped store a process touched (file pages, shared, reclaimable), which is why the
 per-rank anonymous figure is given too. Run it on an otherwise idle machine.
+
+With --wide K, per size instead, for K declared inputs (make-data's --extra-inputs K:
+lead_signal and the noise columns f000.. as --observed, event_flag as --known, vol_class as
+--static-categorical):
+  - `qtft make-data --output DIR/ --bar-minutes 1 --extra-inputs K`, timed;
+  - `qtft prepare` of the folder: time, peak RSS, peak anonymous memory, the store's size;
+  - `qtft train` (hidden 32, 50 steps of 64 windows, one epoch, --threads 2) from that store:
+    peak RSS, peak anonymous memory;
+  - with --single-file, the same bars as one Parquet file (the folder's files in path order,
+    with a symbol column, rewritten by the pinned pyarrow with --row-group-rows rows a row
+    group, timed), and the same prepare and train of it, with its store in a folder of its own.
+The folder's store is removed before the single file is written (disk); --delete-data
+removes the bars and the stores once measured.
 """
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -133,8 +149,8 @@ def venv_python(build):
     sys.exit(f"no QTFT_PYTHON in {build}/CMakeCache.txt: pass --python")
 
 
-def store_bytes(folder):
-    store = os.path.join(folder, "_qtft_store")
+def store_bytes(folder, store=None):
+    store = store or os.path.join(folder, "_qtft_store")
     return sum(os.path.getsize(os.path.join(store, f)) for f in os.listdir(store) if f.endswith(".qtfs"))
 
 
@@ -192,6 +208,116 @@ def measure_size(qtft, python, rows, work, in_memory_too):
     return row
 
 
+WIDE_TRAIN = TRAIN + ["--threads", "2"]
+
+SINGLE_FILE = """
+import os, sys, time
+import pyarrow as pa
+import pyarrow.parquet as pq
+folder, out, group_rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
+start = time.perf_counter()
+files = sorted(os.path.join(d, f) for d, _, names in os.walk(folder) for f in names if f.endswith(".parquet"))
+writer, pending, rows, groups = None, [], 0, 0
+def write(table):
+    global groups
+    writer.write_table(table, row_group_size=group_rows)
+    groups += 1
+for path in files:
+    symbol = next(p.split("=", 1)[1] for p in path.split(os.sep) if p.startswith("symbol="))
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=65536):
+        table = pa.Table.from_batches([batch])
+        table = table.add_column(1, "symbol", pa.repeat(pa.scalar(symbol, pa.string()), table.num_rows))
+        if writer is None:
+            writer = pq.ParquetWriter(out + ".tmp", table.schema, compression="snappy")
+        pending.append(table)
+        rows += table.num_rows
+        while rows >= group_rows:
+            table = pa.concat_tables(pending)
+            write(table.slice(0, group_rows))
+            pending, rows = [table.slice(group_rows)], table.num_rows - group_rows
+if rows:
+    write(pa.concat_tables(pending))
+writer.close()
+os.replace(out + ".tmp", out)
+print(time.perf_counter() - start, pq.ParquetFile(out).metadata.num_row_groups, groups)
+"""
+
+
+def wide_inputs(k):
+    """The declared inputs of make-data's --extra-inputs K (K >= 3): K of them."""
+    return ["--observed", "lead_signal,f*", "--known", "event_flag", "--static-categorical", "vol_class"]
+
+
+def clear_store(store):
+    if os.path.exists(store):
+        for f in os.listdir(store):
+            os.remove(os.path.join(store, f))
+
+
+def measure_wide_source(qtft, source, store, rows, inputs, work):
+    """prepare, then train from the store, of one source (a folder or a single file)."""
+    clear_store(store)
+    data = ["--data", source, "--feature-store", store, *inputs, *WINDOWS]
+    row = {}
+    row["prepare_seconds"], row["prepare_memory"] = peak_rss([qtft, "prepare", *data], work)
+    row["prepare_rows_per_second"] = rows / row["prepare_seconds"]
+    row["prepare_output"] = open(os.path.join(work, "out.txt")).read() + open(os.path.join(work, "err.txt")).read()
+    row["store_bytes"] = store_bytes(None, store)
+    metrics = os.path.join(work, "metrics.json")
+    train = [qtft, "train", *data, *WIDE_TRAIN, "--metrics-json", metrics]
+    row["train_seconds"], row["train_memory"] = peak_rss(train, work)
+    row["train_samples_per_second"] = epoch_rate(metrics)
+    row["train_store_line"] = next((l for l in open(os.path.join(work, "err.txt")) if l.startswith("Feature store")), "")
+    return row
+
+
+def measure_wide(qtft, python, rows, work, k, single_file, group_rows, delete):
+    symbols = max(2, rows // BARS_PER_SYMBOL)
+    folder = os.path.join(work, f"wide{k}-{rows}") + "/"
+    row = {"rows": rows, "symbols": symbols, "declared_inputs": k, "inputs": wide_inputs(k)}
+    if not os.path.exists(folder):
+        start = time.perf_counter()
+        subprocess.run([qtft, "make-data", "--output", folder, "--rows", str(rows), "--symbols", str(symbols),
+                        "--bar-minutes", "1", "--extra-inputs", str(k)], check=True, stdout=subprocess.DEVNULL)
+        row["make_data_seconds"] = time.perf_counter() - start
+    row["folder_bytes"] = sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(folder)
+                              for f in names if f.endswith(".parquet"))
+    store = os.path.join(folder, "_qtft_store")
+    row["folder"] = measure_wide_source(qtft, folder, store, rows, wide_inputs(k), work)
+    print_wide(row, "folder", row["folder"])
+    shutil.rmtree(store)
+    if single_file:
+        path = os.path.join(work, f"wide{k}-{rows}.parquet")
+        out = subprocess.run([python, "-c", SINGLE_FILE, folder, path, str(group_rows)], check=True,
+                             capture_output=True, text=True).stdout.split()
+        row["single_file_write_seconds"], row["single_file_row_groups"] = float(out[0]), int(out[1])
+        row["single_file_row_group_rows"] = group_rows
+        row["single_file_bytes"] = os.path.getsize(path)
+        if delete:
+            shutil.rmtree(folder)
+        store = os.path.join(work, f"wide{k}-{rows}-store")
+        os.makedirs(store, exist_ok=True)
+        row["single_file"] = measure_wide_source(qtft, path, store, rows, wide_inputs(k), work)
+        print_wide(row, "single file", row["single_file"])
+        shutil.rmtree(store)
+        if delete:
+            os.remove(path)
+    if delete and os.path.exists(folder):
+        shutil.rmtree(folder)
+    return row
+
+
+def print_wide(row, layout, m):
+    made = f", make-data {row['make_data_seconds']:.0f} s" if "make_data_seconds" in row else ""
+    written = (f", written in {row['single_file_write_seconds']:.0f} s as {row['single_file_row_groups']} row groups"
+               f" of {row['single_file_row_group_rows']:,} rows, {gib(row['single_file_bytes'])} GiB"
+               if layout == "single file" else f"{made}, {gib(row['folder_bytes'])} GiB of Parquet")
+    print(f"{row['rows']:>11,} bars x {row['declared_inputs']} declared inputs ({row['symbols']} symbols), "
+          f"{layout}{written}: prepare {m['prepare_seconds']:.1f} s ({m['prepare_rows_per_second'] / 1e6:.2f} M bars/s), "
+          f"peak RSS GiB: prepare {memory(m['prepare_memory'])}, train {memory(m['train_memory'])}; "
+          f"store {gib(m['store_bytes'])} GiB; train {m['train_samples_per_second']:.0f} samples/s", flush=True)
+
+
 def gib(x):
     return f"{x / 2**30:.2f}"
 
@@ -208,6 +334,11 @@ def main():
     parser.add_argument("--work", default="build/scale_bench")
     parser.add_argument("--python", help="Python with the pinned pyarrow (default: the build's QTFT_PYTHON)")
     parser.add_argument("--json")
+    parser.add_argument("--wide", type=int, metavar="K",
+                        help="instead: K declared inputs (make-data --extra-inputs K, K >= 3), prepare and train only")
+    parser.add_argument("--single-file", action="store_true", help="with --wide: also the bars as one Parquet file")
+    parser.add_argument("--row-group-rows", type=int, default=1_000_000, help="with --single-file: rows a row group")
+    parser.add_argument("--delete-data", action="store_true", help="with --wide: remove the bars once measured")
     args = parser.parse_args()
     qtft = os.path.abspath(args.qtft)
     python = args.python or venv_python(os.path.dirname(qtft))
@@ -215,6 +346,20 @@ def main():
     os.makedirs(work, exist_ok=True)
     sizes = [int(float(s)) for s in args.sizes.split(",")] + ([200_000_000] if args.with_200m else [])
     config = {"cores": os.cpu_count(), "windows": WINDOWS, "train": TRAIN, "bars_per_symbol": BARS_PER_SYMBOL}
+    if args.wide is not None:
+        if args.wide < 3:
+            sys.exit("--wide K needs K >= 3 (lead_signal, event_flag, vol_class, then noise columns)")
+        config.update({"train": WIDE_TRAIN, "declared_inputs": args.wide, "inputs": wide_inputs(args.wide),
+                       "row_group_rows": args.row_group_rows if args.single_file else None})
+        print(f"qtft scale bench, {args.wide} declared inputs: {os.cpu_count()} cores; windows {' '.join(WINDOWS)}; "
+              f"inputs {' '.join(wide_inputs(args.wide))}; train {' '.join(WIDE_TRAIN)}", flush=True)
+        rows = [measure_wide(qtft, python, n, work, args.wide, args.single_file, args.row_group_rows,
+                             args.delete_data) for n in sizes]
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"config": config, "wide": rows}, f, indent=2)
+                f.write("\n")
+        return
     print(f"qtft scale bench: {os.cpu_count()} cores; windows {' '.join(WINDOWS)}; train {' '.join(TRAIN)}")
     rows = []
     for i, n in enumerate(sizes):

@@ -8,20 +8,20 @@
 
 namespace qtft::eval {
 
-// Forecast quality over a set of windows. Every figure is in the scaled target units of
-// docs/DATA.md (one-bar log return / training-split std), the units the model predicts.
-// A figure with nothing to measure is NaN: all of them when count is 0; rmse, mae and p50
-// when 0.5 is not among the quantiles; p90 when 0.9 is not.
-//
-// The same five figures in the target's own units (the transformed column before scaling:
-// a one-bar log return by default), where each window's values are taken back with its
+// The five figures of ForecastMetrics in the target's own units (the transformed column
+// before scaling: a one-bar log return by default), each window's values taken back with its
 // series' center and scale. Under a pooled scale the loss, rmse and mae are the scaled ones
 // times the scale; under per-series normalization they are the figures a desk can compare
-// across series. NaN unless every window was added with its units.
+// across series.
 struct TargetUnitFigures {
   double loss = 0.0, rmse = 0.0, mae = 0.0, p50 = 0.0, p90 = 0.0;
 };
 
+// Forecast quality over a set of windows. Every figure is in the scaled target units of
+// docs/DATA.md (one-bar log return / training-split std), the units the model predicts,
+// except in_target_units. A figure with nothing to measure is NaN: all of them when count is
+// 0; rmse, mae and p50 when 0.5 is not among the quantiles; p90 when 0.9 is not; every one of
+// in_target_units unless each window was added with its units.
 struct ForecastMetrics {
   double loss = 0.0;  // mean pinball loss over windows, horizon steps and quantiles (= quantile_loss)
   double rmse = 0.0;  // of the median (0.5 quantile) forecast

@@ -3,7 +3,7 @@
     python3 bench/scale_bench.py [--qtft build/qtft] [--sizes 1e6,1e7,5e7] [--with-200m]
                                  [--work DIR] [--json out.json]
     python3 bench/scale_bench.py --wide 225 [--single-file] [--row-group-rows 1000000]
-                                 [--delete-data] [--sizes 1e7] [--json out.json]
+                                 [--delete-data] [--no-folder] [--no-train] [--sizes 1e7] [--json out.json]
 
 For each size N (bars in all: N / 500k symbols of 500k one-minute bars, at least 2), in one run:
   - `qtft make-data --output DIR/ --bar-minutes 1`: a Hive-partitioned dataset
@@ -34,7 +34,10 @@ lead_signal and the noise columns f000.. as --observed, event_flag as --known, v
     with a symbol column, rewritten by the pinned pyarrow with --row-group-rows rows a row
     group, timed), and the same prepare and train of it, with its store in a folder of its own.
 The folder's store is removed before the single file is written (disk); --delete-data
-removes the bars and the stores once measured.
+removes the bars and the stores once measured. --no-folder measures the single file only (the
+folder is still made, to be rewritten); --no-train measures make-data and prepare only. Each
+prepare's memory also comes with the sample of its largest VmRSS split into RssAnon, RssFile
+and RssShmem, and with a timeline of one /proc/PID/status sample a second.
 """
 
 import argparse
@@ -89,38 +92,57 @@ def anonymous_bytes(pid):
     return 0
 
 
-def status_kib(pid, field):
+def status_fields(pid, fields=("VmRSS", "RssAnon", "RssFile", "RssShmem")):
+    """Those fields of /proc/PID/status, in KiB (0 where unreadable)."""
+    found = dict.fromkeys(fields, 0)
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
+                name = line.split(":", 1)[0]
+                if name in found:
+                    found[name] = int(line.split()[1])
     except OSError:
         pass
-    return 0
+    return found
 
 
-def peak_rss(command, cwd):
+def peak_rss(command, cwd, timeline=False):
     """Wall seconds and memory of one command: its peak RSS (wait4's ru_maxrss), and the
     peaks of its resident anonymous (private) and file-backed (mapped store, libraries)
-    pages, sampled every 20 ms from /proc/PID/status."""
+    pages, sampled every 20 ms from /proc/PID/status; with the sample of the largest
+    VmRSS split into its parts (at_peak, bytes); with timeline, also one sample a second
+    (seconds, then VmRSS, RssAnon and RssFile in MiB)."""
     start = time.perf_counter()
     with open(os.path.join(cwd, "out.txt"), "w") as out, open(os.path.join(cwd, "err.txt"), "w") as err:
         pid = os.posix_spawn(command[0], command, dict(os.environ), file_actions=[
             (os.POSIX_SPAWN_DUP2, out.fileno(), 1), (os.POSIX_SPAWN_DUP2, err.fileno(), 2)])
         anon = file = 0
+        at_peak = {"VmRSS": 0}
+        samples, next_sample = [], 0.0
         while True:
             done, status, usage = os.wait4(pid, os.WNOHANG)
             if done:
                 break
-            anon = max(anon, status_kib(pid, "RssAnon"))
-            file = max(file, status_kib(pid, "RssFile"))
+            sample = status_fields(pid)
+            anon = max(anon, sample["RssAnon"])
+            file = max(file, sample["RssFile"])
+            now = time.perf_counter() - start
+            if sample["VmRSS"] > at_peak["VmRSS"]:
+                at_peak = dict(sample, seconds=round(now, 2))
+            if timeline and now >= next_sample and sample["VmRSS"]:
+                samples.append([round(now, 1)] + [sample[f] // 1024 for f in ("VmRSS", "RssAnon", "RssFile")])
+                next_sample = now + 1.0
             time.sleep(0.02)
     wall = time.perf_counter() - start
     errors = open(os.path.join(cwd, "err.txt")).read()
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"failed: {' '.join(command)}\n{errors}")
-    return wall, {"peak_rss": usage.ru_maxrss * 1024, "peak_anonymous": anon * 1024, "peak_file": file * 1024}
+    at_peak = {k: (v if k == "seconds" else v * 1024) for k, v in at_peak.items()}
+    result = {"peak_rss": usage.ru_maxrss * 1024, "peak_anonymous": anon * 1024, "peak_file": file * 1024,
+              "at_peak": at_peak}
+    if timeline:
+        result["timeline_mib"] = samples
+    return wall, result
 
 
 ARROW_SCAN = """
@@ -254,15 +276,17 @@ def clear_store(store):
             os.remove(os.path.join(store, f))
 
 
-def measure_wide_source(qtft, source, store, rows, inputs, work):
-    """prepare, then train from the store, of one source (a folder or a single file)."""
+def measure_wide_source(qtft, source, store, rows, inputs, work, train_too=True):
+    """prepare, then (train_too) train from the store, of one source (a folder or a single file)."""
     clear_store(store)
     data = ["--data", source, "--feature-store", store, *inputs, *WINDOWS]
     row = {}
-    row["prepare_seconds"], row["prepare_memory"] = peak_rss([qtft, "prepare", *data], work)
+    row["prepare_seconds"], row["prepare_memory"] = peak_rss([qtft, "prepare", *data], work, timeline=True)
     row["prepare_rows_per_second"] = rows / row["prepare_seconds"]
     row["prepare_output"] = open(os.path.join(work, "out.txt")).read() + open(os.path.join(work, "err.txt")).read()
     row["store_bytes"] = store_bytes(None, store)
+    if not train_too:
+        return row
     metrics = os.path.join(work, "metrics.json")
     train = [qtft, "train", *data, *WIDE_TRAIN, "--metrics-json", metrics]
     row["train_seconds"], row["train_memory"] = peak_rss(train, work)
@@ -271,23 +295,23 @@ def measure_wide_source(qtft, source, store, rows, inputs, work):
     return row
 
 
-def measure_wide(qtft, python, rows, work, k, single_file, group_rows, delete):
+def measure_wide(qtft, python, rows, work, k, single_file, group_rows, delete, folder_too=True, train_too=True):
     symbols = max(2, rows // BARS_PER_SYMBOL)
     folder = os.path.join(work, f"wide{k}-{rows}") + "/"
     row = {"rows": rows, "symbols": symbols, "declared_inputs": k, "inputs": wide_inputs(k)}
     if not os.path.exists(folder):
-        start = time.perf_counter()
-        subprocess.run([qtft, "make-data", "--output", folder, "--rows", str(rows), "--symbols", str(symbols),
-                        "--bar-minutes", "1", "--extra-inputs", str(k)], check=True, stdout=subprocess.DEVNULL)
-        row["make_data_seconds"] = time.perf_counter() - start
+        row["make_data_seconds"], row["make_data_memory"] = peak_rss(
+            [qtft, "make-data", "--output", folder, "--rows", str(rows), "--symbols", str(symbols),
+             "--bar-minutes", "1", "--extra-inputs", str(k)], work)
     row["folder_bytes"] = sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(folder)
                               for f in names if f.endswith(".parquet"))
     store = os.path.join(folder, "_qtft_store")
-    row["folder"] = measure_wide_source(qtft, folder, store, rows, wide_inputs(k), work)
-    print_wide(row, "folder", row["folder"])
-    shutil.rmtree(store)
+    if folder_too:
+        row["folder"] = measure_wide_source(qtft, folder, store, rows, wide_inputs(k), work, train_too)
+        print_wide(row, "folder", row["folder"])
+        shutil.rmtree(store)
     if single_file:
-        path = os.path.join(work, f"wide{k}-{rows}.parquet")
+        path = os.path.join(work, f"wide{k}-{rows}-rg{group_rows}.parquet")
         out = subprocess.run([python, "-c", SINGLE_FILE, folder, path, str(group_rows)], check=True,
                              capture_output=True, text=True).stdout.split()
         row["single_file_write_seconds"], row["single_file_row_groups"] = float(out[0]), int(out[1])
@@ -297,7 +321,7 @@ def measure_wide(qtft, python, rows, work, k, single_file, group_rows, delete):
             shutil.rmtree(folder)
         store = os.path.join(work, f"wide{k}-{rows}-store")
         os.makedirs(store, exist_ok=True)
-        row["single_file"] = measure_wide_source(qtft, path, store, rows, wide_inputs(k), work)
+        row["single_file"] = measure_wide_source(qtft, path, store, rows, wide_inputs(k), work, train_too)
         print_wide(row, "single file", row["single_file"])
         shutil.rmtree(store)
         if delete:
@@ -314,8 +338,10 @@ def print_wide(row, layout, m):
                if layout == "single file" else f"{made}, {gib(row['folder_bytes'])} GiB of Parquet")
     print(f"{row['rows']:>11,} bars x {row['declared_inputs']} declared inputs ({row['symbols']} symbols), "
           f"{layout}{written}: prepare {m['prepare_seconds']:.1f} s ({m['prepare_rows_per_second'] / 1e6:.2f} M bars/s), "
-          f"peak RSS GiB: prepare {memory(m['prepare_memory'])}, train {memory(m['train_memory'])}; "
-          f"store {gib(m['store_bytes'])} GiB; train {m['train_samples_per_second']:.0f} samples/s", flush=True)
+          f"peak RSS GiB: prepare {memory(m['prepare_memory'])}"
+          + (f", train {memory(m['train_memory'])}" if "train_memory" in m else "")
+          + f"; store {gib(m['store_bytes'])} GiB"
+          + (f"; train {m['train_samples_per_second']:.0f} samples/s" if "train_memory" in m else ""), flush=True)
 
 
 def gib(x):
@@ -323,7 +349,12 @@ def gib(x):
 
 
 def memory(m):
-    return f"{gib(m['peak_rss'])} ({gib(m['peak_anonymous'])} anon + {gib(m['peak_file'])} file)"
+    text = f"{gib(m['peak_rss'])} ({gib(m['peak_anonymous'])} anon + {gib(m['peak_file'])} file"
+    if m.get("at_peak", {}).get("VmRSS"):
+        p = m["at_peak"]
+        text += (f"; at the largest VmRSS, {gib(p['VmRSS'])} at {p['seconds']:.0f} s: {gib(p['RssAnon'])} anon"
+                 f" + {gib(p['RssFile'])} file + {gib(p['RssShmem'])} shmem")
+    return text + ")"
 
 
 def main():
@@ -339,6 +370,9 @@ def main():
     parser.add_argument("--single-file", action="store_true", help="with --wide: also the bars as one Parquet file")
     parser.add_argument("--row-group-rows", type=int, default=1_000_000, help="with --single-file: rows a row group")
     parser.add_argument("--delete-data", action="store_true", help="with --wide: remove the bars once measured")
+    parser.add_argument("--no-folder", action="store_true",
+                        help="with --wide --single-file: measure the single file only (the folder is still made, to write it)")
+    parser.add_argument("--no-train", action="store_true", help="with --wide: prepare only")
     args = parser.parse_args()
     qtft = os.path.abspath(args.qtft)
     python = args.python or venv_python(os.path.dirname(qtft))
@@ -349,12 +383,15 @@ def main():
     if args.wide is not None:
         if args.wide < 3:
             sys.exit("--wide K needs K >= 3 (lead_signal, event_flag, vol_class, then noise columns)")
-        config.update({"train": WIDE_TRAIN, "declared_inputs": args.wide, "inputs": wide_inputs(args.wide),
-                       "row_group_rows": args.row_group_rows if args.single_file else None})
+        config.update({"declared_inputs": args.wide, "inputs": wide_inputs(args.wide),
+                       "row_group_rows": args.row_group_rows if args.single_file else None,
+                       "folder": not args.no_folder, "train": WIDE_TRAIN if not args.no_train else None})
         print(f"qtft scale bench, {args.wide} declared inputs: {os.cpu_count()} cores; windows {' '.join(WINDOWS)}; "
               f"inputs {' '.join(wide_inputs(args.wide))}; train {' '.join(WIDE_TRAIN)}", flush=True)
+        if args.no_folder and not args.single_file:
+            sys.exit("--no-folder needs --single-file")
         rows = [measure_wide(qtft, python, n, work, args.wide, args.single_file, args.row_group_rows,
-                             args.delete_data) for n in sizes]
+                             args.delete_data, not args.no_folder, not args.no_train) for n in sizes]
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"config": config, "wide": rows}, f, indent=2)

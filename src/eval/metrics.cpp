@@ -18,6 +18,12 @@ double pinball(double q, double error) { return std::max(q * error, (q - 1.0) * 
 
 nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
+// Metrics are read, never differentiated: detach, and sum in double so that float32
+// rounding does not depend on how the windows were split into batches.
+at::Tensor as_doubles(const at::Tensor& t) {
+  return t.detach().to(at::TensorOptions().device(at::kCPU).dtype(at::kDouble)).contiguous();
+}
+
 }  // namespace
 
 int64_t quantile_index(const std::vector<double>& quantiles, double q) {
@@ -44,11 +50,7 @@ void MetricsAccumulator::check_shapes(const at::Tensor& forecast, const at::Tens
 
 void MetricsAccumulator::add(const at::Tensor& forecast, const at::Tensor& target) {
   check_shapes(forecast, target);
-  // Metrics are read, never differentiated: detach, and sum in double so that float32
-  // rounding does not depend on how the windows were split into batches.
-  auto options = at::TensorOptions().device(at::kCPU).dtype(at::kDouble);
-  auto f = forecast.detach().to(options).contiguous();
-  auto y = target.detach().to(options).contiguous();
+  const auto f = as_doubles(forecast), y = as_doubles(target);
   accumulate(f.data_ptr<double>(), y.data_ptr<double>(), y.numel(), scaled_);
   count_ += y.numel();
 }
@@ -61,19 +63,20 @@ void MetricsAccumulator::add(const at::Tensor& forecast, const at::Tensor& targe
       static_cast<int64_t>(units.scale.size()) == windows && static_cast<int64_t>(units.center.size()) == windows,
       "MetricsAccumulator: expected a scale and a center for each of the ", windows, " windows, got ",
       units.scale.size(), " and ", units.center.size());
-  add(forecast, target);
-  auto options = at::TensorOptions().device(at::kCPU).dtype(at::kDouble);
-  auto f = forecast.detach().to(options).contiguous().clone();
-  auto y = target.detach().to(options).contiguous().clone();
-  double* fp = f.data_ptr<double>();
-  double* yp = y.data_ptr<double>();
+  const auto f = as_doubles(forecast), y = as_doubles(target);
+  accumulate(f.data_ptr<double>(), y.data_ptr<double>(), y.numel(), scaled_);
+  count_ += y.numel();
+  // The same values taken back, in copies: `as_doubles` may have returned the caller's tensor.
+  auto f_units = f.clone(), y_units = y.clone();
+  double* fp = f_units.data_ptr<double>();
+  double* yp = y_units.data_ptr<double>();
   for (int64_t b = 0; b < windows; ++b) {
     const double scale = units.scale[static_cast<size_t>(b)], center = units.center[static_cast<size_t>(b)];
     for (int64_t i = b * horizon; i < (b + 1) * horizon; ++i) yp[i] = yp[i] * scale + center;
     for (int64_t i = b * horizon * n_q; i < (b + 1) * horizon * n_q; ++i) fp[i] = fp[i] * scale + center;
   }
-  accumulate(fp, yp, y.numel(), units_);
-  units_count_ += y.numel();
+  accumulate(fp, yp, y_units.numel(), units_);
+  units_count_ += y_units.numel();
 }
 
 void MetricsAccumulator::accumulate(const double* forecast, const double* target, int64_t values, Sums& sums) const {

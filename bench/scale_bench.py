@@ -387,7 +387,8 @@ def main():
                        "row_group_rows": args.row_group_rows if args.single_file else None,
                        "folder": not args.no_folder, "train": WIDE_TRAIN if not args.no_train else None})
         print(f"qtft scale bench, {args.wide} declared inputs: {os.cpu_count()} cores; windows {' '.join(WINDOWS)}; "
-              f"inputs {' '.join(wide_inputs(args.wide))}; train {' '.join(WIDE_TRAIN)}", flush=True)
+              f"inputs {' '.join(wide_inputs(args.wide))}; "
+              + ("no train" if args.no_train else f"train {' '.join(WIDE_TRAIN)}"), flush=True)
         if args.no_folder and not args.single_file:
             sys.exit("--no-folder needs --single-file")
         rows = [measure_wide(qtft, python, n, work, args.wide, args.single_file, args.row_group_rows,

@@ -36,8 +36,8 @@ lead_signal and the noise columns f000.. as --observed, event_flag as --known, v
 The folder's store is removed before the single file is written (disk); --delete-data
 removes the bars and the stores once measured. --no-folder measures the single file only (the
 folder is still made, to be rewritten); --no-train measures make-data and prepare only. Each
-prepare's memory also comes with the sample of its largest VmRSS split into RssAnon, RssFile
-and RssShmem, and with a timeline of one /proc/PID/status sample a second.
+prepare's and train's memory also comes with the sample of its largest VmRSS split into RssAnon,
+RssFile and RssShmem, and with a timeline of one /proc/PID/status sample a second.
 """
 
 import argparse
@@ -207,6 +207,8 @@ def measure_size(qtft, python, rows, work, in_memory_too):
     train = [qtft, "train", "--data", folder, *WINDOWS, *TRAIN, "--save-model", model, "--metrics-json", metrics]
     row["train_seconds"], row["train_memory"] = peak_rss(train, work)
     row["train_samples_per_second"] = epoch_rate(metrics)
+    with open(metrics) as f:
+        row["train_tracker_peak_bytes"] = json.load(f)["epochs"][0].get("peak_memory_bytes")
     if in_memory_too:
         # Side by side: rounds alternate the two paths, and the medians are compared, as this
         # VM's speed drifts by 10-25% from one run to the next.
@@ -230,7 +232,10 @@ def measure_size(qtft, python, rows, work, in_memory_too):
     return row
 
 
-WIDE_TRAIN = TRAIN + ["--threads", "2"]
+# At 225 inputs the model's activations, not the data, would set a training peak: a small
+# model (hidden 8, batch 16, validation 64 windows a pass) leaves the data path to measure.
+WIDE_TRAIN = ["--hidden-size", "8", "--attention-heads", "2", "--epochs", "1", "--max-batches-per-epoch", "50",
+              "--batch-size", "16", "--eval-batch-size", "64", "--seed", "1", "--threads", "2"]
 
 SINGLE_FILE = """
 import os, sys, time
@@ -289,8 +294,10 @@ def measure_wide_source(qtft, source, store, rows, inputs, work, train_too=True)
         return row
     metrics = os.path.join(work, "metrics.json")
     train = [qtft, "train", *data, *WIDE_TRAIN, "--metrics-json", metrics]
-    row["train_seconds"], row["train_memory"] = peak_rss(train, work)
+    row["train_seconds"], row["train_memory"] = peak_rss(train, work, timeline=True)
     row["train_samples_per_second"] = epoch_rate(metrics)
+    with open(metrics) as f:
+        row["train_tracker_peak_bytes"] = json.load(f)["epochs"][0].get("peak_memory_bytes")
     row["train_store_line"] = next((l for l in open(os.path.join(work, "err.txt")) if l.startswith("Feature store")), "")
     return row
 
@@ -340,6 +347,7 @@ def print_wide(row, layout, m):
           f"{layout}{written}: prepare {m['prepare_seconds']:.1f} s ({m['prepare_rows_per_second'] / 1e6:.2f} M bars/s), "
           f"peak RSS GiB: prepare {memory(m['prepare_memory'])}"
           + (f", train {memory(m['train_memory'])}" if "train_memory" in m else "")
+          + (f" (the tracker's peak {gib(m['train_tracker_peak_bytes'])})" if m.get("train_tracker_peak_bytes") else "")
           + f"; store {gib(m['store_bytes'])} GiB"
           + (f"; train {m['train_samples_per_second']:.0f} samples/s" if "train_memory" in m else ""), flush=True)
 

@@ -76,6 +76,10 @@ void add_runtime_flags(CLI::App& cmd, RuntimeFlags& f) {
 void add_training_flags(CLI::App& cmd, train::TrainOptions& o, std::string& lr_schedule) {
   cmd.add_option("--epochs", o.epochs, "Epochs to train (in all, when resuming)")->capture_default_str();
   cmd.add_option("--batch-size", o.batch_size, "Windows per batch")->capture_default_str();
+  cmd.add_option("--eval-batch-size", o.eval_batch_size,
+                 "Windows per forward pass when validating: memory, not what is learned")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd.add_option("--learning-rate", o.learning_rate, "Adam learning rate")->capture_default_str();
   cmd.add_option("--weight-decay", o.weight_decay, "Adam weight decay (L2)")->capture_default_str();
   cmd.add_option("--clip-norm", o.clip_norm, "Clip gradients to this global norm (0: off)")->capture_default_str();

@@ -30,13 +30,6 @@ struct Moments {
   }
 };
 
-std::array<int64_t, 4> split_bounds(int64_t rows, const DatasetOptions& o) {
-  auto train_end =
-      static_cast<int64_t>(std::floor(static_cast<double>(rows) * (1.0 - o.validation_fraction - o.test_fraction)));
-  auto val_end = static_cast<int64_t>(std::floor(static_cast<double>(rows) * (1.0 - o.test_fraction)));
-  return {0, train_end, val_end, rows};
-}
-
 int64_t windows_in(int64_t rows, const DatasetOptions& o) {
   return std::max<int64_t>(0, rows - (o.encoder_length + o.horizon) + 1);
 }
@@ -129,28 +122,22 @@ CategoryMaps category_maps(const std::vector<FeatureStats>& stats, const std::ve
 }
 
 // Rows of `raw` (width stats.size()) normalized by `stats`, categorical cells through
-// `maps`; returns how many rows hold a level the vocabulary lacks.
-int64_t normalize_into(const std::vector<double>& raw, const std::vector<FeatureStats>& stats, const CategoryMaps& maps,
-                       std::vector<float>& out) {
+// `maps`; marks in `unknown_rows` (one flag a row) the rows holding a level the vocabulary lacks.
+void normalize_into(const std::vector<double>& raw, const std::vector<FeatureStats>& stats, const CategoryMaps& maps,
+                    std::vector<float>& out, std::vector<uint8_t>& unknown_rows) {
   out.resize(raw.size());
   const size_t width = stats.size();
-  int64_t unknown_rows = 0;
-  size_t last_unknown_row = SIZE_MAX;
   for (size_t i = 0; i < raw.size(); ++i) {
     const size_t j = i % width;
     const auto& s = stats[j];
     if (j < maps.size() && !maps[j].empty()) {
       const double feature = maps[j].at(static_cast<size_t>(raw[i]));
-      if (feature == 0 && last_unknown_row != i / width) {
-        last_unknown_row = i / width;
-        ++unknown_rows;
-      }
+      if (feature == 0) unknown_rows.at(i / width) = 1;
       out[i] = static_cast<float>(feature);
     } else {
       out[i] = static_cast<float>((raw[i] - s.mean) / s.std);
     }
   }
-  return unknown_rows;
 }
 
 std::vector<std::string> categorical_names(const std::vector<FeatureStats>& stats) {
@@ -200,10 +187,13 @@ SpecFitter::SpecFitter(bool has_range, bool has_volume, const DeclaredColumns& d
 SpecFitter::~SpecFitter() = default;
 SpecFitter::SpecFitter(SpecFitter&&) noexcept = default;
 
-void SpecFitter::add(const BarSeries& s) {
-  symbols_.push_back(s.symbol);
+void SpecFitter::add(const BarSeries& s) { add_part(s, 0, s.size() > 0 ? static_cast<int64_t>(s.size()) - 1 : 0); }
+
+void SpecFitter::add_part(const BarSeries& s, size_t first_row, int64_t series_rows) {
+  const bool series_start = first_row == 0;
+  if (series_start) symbols_.push_back(s.symbol);
   // Features are recomputed when the dataset is assembled rather than kept: this holds one
-  // series' doubles at a time, which matters for files of millions of bars.
+  // part's doubles at a time, which matters for files of millions of bars.
   RawFeatures& raw = *raw_;
   compute_raw_features(s, has_range_, has_volume_, declared_.calendar_timezone, declared_.target, raw);
   if (raw.observed_width != observed_count_ || raw.known_width != known_count_ ||
@@ -214,8 +204,10 @@ void SpecFitter::add(const BarSeries& s) {
                 ", " + std::to_string(declared_.known_columns().size()) + " and " +
                 std::to_string(declared_.static_columns().size()));
   }
-  auto rows = static_cast<int64_t>(raw.target.size());
-  int64_t train_end = split_bounds(rows, options_)[1];
+  const auto rows = static_cast<int64_t>(raw.target.size());
+  const int64_t series_train_end = split_bounds(series_rows, options_)[1];
+  // The part's rows that train: those before the series' training end.
+  const int64_t train_end = std::clamp<int64_t>(series_train_end - static_cast<int64_t>(first_row), 0, rows);
   // The categoricals' vocabularies: the levels of the training rows. A kind's row holds its
   // derived inputs, its declared reals, then its categoricals.
   auto collect = [&](size_t width, size_t derived, size_t reals, const std::vector<std::string>& categoricals,
@@ -237,7 +229,7 @@ void SpecFitter::add(const BarSeries& s) {
   collect(known_count_, known_count_ - s.declared_known.size(), declared_.known.size(), declared_.known_categorical,
           raw.known, train_end, s.known_levels, v.known);
   // Statics count once per series that trains.
-  if (train_end > 0) {
+  if (series_start && series_train_end > 0) {
     for (size_t k = 0; k < v.static_reals.size(); ++k) v.static_reals[k].add(raw.statics[k]);
     collect(raw.statics.size(), 0, declared_.statics.size(), declared_.static_categorical, raw.statics, 1,
             s.static_levels, v.statics);
@@ -253,7 +245,7 @@ void SpecFitter::add(const BarSeries& s) {
   };
   add_rows(moments_.get());
   if (declared_.target.normalize == Normalization::PerSeries) {
-    series_moments_.push_back(std::make_unique<Moments[]>(observed_count_ + known_count_ + 1));
+    if (series_start) series_moments_.push_back(std::make_unique<Moments[]>(observed_count_ + known_count_ + 1));
     add_rows(series_moments_.back().get());
   }
 }
@@ -501,20 +493,20 @@ void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const
   const auto& observed = per_series ? own.observed : spec.observed;
   const auto& known = per_series ? own.known : spec.known;
   // A row counts once as unknown, though an observed and a known level may both be new.
-  const int64_t unknown_observed =
-      normalize_into(raw.observed, observed, category_maps(observed, s.observed_levels, s.symbol), f.observed);
-  const int64_t unknown_known =
-      normalize_into(raw.known, known, category_maps(known, s.known_levels, s.symbol), f.known);
-  int64_t unknown_static =
-      normalize_into(raw.statics, spec.statics, category_maps(spec.statics, s.static_levels, s.symbol), f.statics);
+  const size_t rows = raw.target.size();
+  std::vector<uint8_t> unknown(rows, 0), unknown_static(1, 0);
+  normalize_into(raw.observed, observed, category_maps(observed, s.observed_levels, s.symbol), f.observed, unknown);
+  normalize_into(raw.known, known, category_maps(known, s.known_levels, s.symbol), f.known, unknown);
+  normalize_into(raw.statics, spec.statics, category_maps(spec.statics, s.static_levels, s.symbol), f.statics,
+                 unknown_static);
   f.unknown_category_rows =
-      unknown_static > 0 ? static_cast<int64_t>(raw.target.size()) : std::max(unknown_observed, unknown_known);
+      unknown_static[0] ? static_cast<int64_t>(rows) : std::count(unknown.begin(), unknown.end(), uint8_t{1});
   const double center = per_series ? own.target_center : spec.target_center;
   const double scale = per_series ? own.target_scale : spec.target_scale;
   f.target.resize(raw.target.size());
   for (size_t i = 0; i < raw.target.size(); ++i) f.target[i] = static_cast<float>((raw.target[i] - center) / scale);
-  const auto rows = static_cast<int64_t>(f.rows());
-  f.split_bounds = {0, rows, rows, rows};
+  const auto all = static_cast<int64_t>(rows);
+  f.split_bounds = {0, all, all, all};
 }
 
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
@@ -551,16 +543,24 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
                     "' holds level index " + format_number(code) + " of " + std::to_string(maps[j].size()));
     }
   }
+  std::vector<uint8_t> unknown(timestamps_ns.size(), 0);  // a future level unseen in training: its entry
   if (spec.series_stats.empty()) {
-    normalize_into(raw, spec.known, maps, out);
+    normalize_into(raw, spec.known, maps, out, unknown);
   } else {
-    normalize_into(raw, normalization_of(spec, symbol_id).known, maps, out);
+    normalize_into(raw, normalization_of(spec, symbol_id).known, maps, out, unknown);
   }
   return out;
 }
 
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec) {
   return known_inputs_at(timestamps_ns, {}, spec, 0);
+}
+
+std::array<int64_t, 4> split_bounds(int64_t rows, const DatasetOptions& o) {
+  auto train_end =
+      static_cast<int64_t>(std::floor(static_cast<double>(rows) * (1.0 - o.validation_fraction - o.test_fraction)));
+  auto val_end = static_cast<int64_t>(std::floor(static_cast<double>(rows) * (1.0 - o.test_fraction)));
+  return {0, train_end, val_end, rows};
 }
 
 const char* split_name(Split split) {

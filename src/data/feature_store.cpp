@@ -25,6 +25,7 @@
 #include "qtft/common/error.h"
 #include "qtft/data/arrow_bars.h"
 #include "qtft/data/detail/feature_spec_json.h"
+#include "qtft/data/detail/feature_store_parts.h"
 #include "qtft/data/detail/features.h"
 #include "qtft/data/parquet_dataset.h"
 #include "qtft/io/atomic_file.h"
@@ -74,6 +75,26 @@ class ArrayWriter {
     write(zeros, (kAlign - offset_ % kAlign) % kAlign);
   }
   uint64_t offset() const { return offset_; }
+  // Room for an array of `bytes`, aligned as append() aligns, to be filled by write_at():
+  // a long series' features are computed part by part, each part filling its rows.
+  uint64_t reserve(uint64_t bytes) {
+    pad();
+    const uint64_t at = offset_;
+    offset_ += bytes;
+    if (std::fseek(file_, static_cast<long>(offset_), SEEK_SET) != 0) fail("cannot write");
+    return at;
+  }
+  template <class T>
+  void write_at(uint64_t at, std::span<const T> values) {
+    if (std::fflush(file_) != 0) fail("cannot write");
+    const auto* from = reinterpret_cast<const char*>(values.data());
+    for (size_t done = 0, bytes = values.size_bytes(); done < bytes;) {
+      const ssize_t n = ::pwrite(fileno(file_), from + done, bytes - done, static_cast<off_t>(at + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail("cannot write");
+      done += static_cast<size_t>(n);
+    }
+  }
   void close() {
     const bool ok = std::fflush(file_) == 0 && ::fsync(fileno(file_)) == 0;
     const int err = errno;
@@ -405,11 +426,12 @@ class SpillReader {
   SpillReader(const SpillReader&) = delete;
   SpillReader& operator=(const SpillReader&) = delete;
 
+  // Values [skip, skip + rows) of the array at `offset`, appended to `column`.
   template <class T>
-  void append(std::vector<T>& column, uint64_t offset, uint64_t rows) const {
+  void append(std::vector<T>& column, uint64_t offset, uint64_t skip, uint64_t rows) const {
     const size_t at = column.size();
     column.resize(at + rows);
-    read_fully(fd_, offset, rows * sizeof(T), column.data() + at,
+    read_fully(fd_, offset + skip * sizeof(T), rows * sizeof(T), column.data() + at,
                shown_ + ": cannot read back the feature store's scratch file");
   }
 
@@ -418,11 +440,12 @@ class SpillReader {
   int fd_ = -1;
 };
 
-// One series' bars again, from its chunks in the spill, into `s` (its buffers reused).
-const BarSeries& spilled_series(const Spill& spill, const SpillReader& file, size_t series, BarSeries& s) {
+// Bars [begin, end) of one series again, from its chunks in the spill, into `s` (its
+// buffers reused).
+const BarSeries& spilled_bars(const Spill& spill, const SpillReader& file, size_t series, uint64_t begin,
+                              uint64_t end, BarSeries& s) {
   s.symbol = spill.symbols[series];
-  uint64_t rows = 0;
-  for (const auto& c : spill.chunks) rows += c.series == series ? c.rows : 0;
+  const uint64_t rows = end - begin;
   for (auto* column : {&s.close, &s.open, &s.high, &s.low, &s.volume, &s.target_values}) {
     column->clear();
     column->reserve(rows);
@@ -441,27 +464,57 @@ const BarSeries& spilled_series(const Spill& spill, const SpillReader& file, siz
       column.reserve(rows);
     }
   }
+  uint64_t at = 0;  // the series' bar where chunk c starts
   for (const auto& c : spill.chunks) {
     if (c.series != series) continue;
-    file.append(s.timestamp_ns, c.timestamp, c.rows);
-    file.append(s.close, c.close, c.rows);
-    if (spill.has_range) {
-      file.append(s.open, c.open, c.rows);
-      file.append(s.high, c.high, c.rows);
-      file.append(s.low, c.low, c.rows);
+    const uint64_t from = std::max(begin, at), to = std::min(end, at + c.rows);
+    if (from < to) {
+      const uint64_t skip = from - at, n = to - from;
+      file.append(s.timestamp_ns, c.timestamp, skip, n);
+      file.append(s.close, c.close, skip, n);
+      if (spill.has_range) {
+        file.append(s.open, c.open, skip, n);
+        file.append(s.high, c.high, skip, n);
+        file.append(s.low, c.low, skip, n);
+      }
+      if (spill.has_volume) file.append(s.volume, c.volume, skip, n);
+      if (!spill.declared.target.column.empty()) file.append(s.target_values, c.target, skip, n);
+      size_t k = 0;
+      for (auto* columns : {&s.declared_observed, &s.declared_known, &s.declared_static}) {
+        for (auto& column : *columns) file.append(column, c.declared[k++], skip, n);
+      }
     }
-    if (spill.has_volume) file.append(s.volume, c.volume, c.rows);
-    if (!spill.declared.target.column.empty()) file.append(s.target_values, c.target, c.rows);
-    size_t k = 0;
-    for (auto* columns : {&s.declared_observed, &s.declared_known, &s.declared_static}) {
-      for (auto& column : *columns) file.append(column, c.declared[k++], c.rows);
-    }
+    at += c.rows;
+    if (at >= end) break;
   }
   return s;
 }
 
+// Rows featurized at once when none are asked for: a part's bars and raw features in double
+// and its features in float come to about this many bytes, whatever the series' length.
+constexpr uint64_t kPartBytes = 64ull << 20;
+
+uint64_t default_part_rows(const DeclaredColumns& declared) {
+  // The bars' own columns and the derived inputs, about a dozen, and the declared columns.
+  const uint64_t columns = 12 + declared.observed_columns().size() + declared.known_columns().size() +
+                           declared.static_columns().size();
+  return std::max<uint64_t>(4096, kPartBytes / (columns * (8 + 8 + 4)));
+}
+
+// Visits series `series` part by part, `part_rows` rows a part: bars [b, b + part_rows + 1)
+// for b = 0, part_rows, ..., each part holding the bar before its first row.
+template <class Visit>
+void for_each_part(const Spill& spill, const SpillReader& file, size_t series, uint64_t series_bars,
+                   uint64_t part_rows, BarSeries& bars, Visit&& visit) {
+  for (uint64_t b = 0;; b += part_rows) {
+    const uint64_t e = std::min(b + part_rows + 1, series_bars);
+    visit(spilled_bars(spill, file, series, b, e, bars), b);
+    if (e >= series_bars) break;
+  }
+}
+
 StorePreparation build_store(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,
-                             const json& fp, const fs::path& path) {
+                             const json& fp, const fs::path& path, uint64_t part_rows) {
   const auto start = std::chrono::steady_clock::now();
   io::AtomicFile store_file(path);
   const std::string shown = path.string();
@@ -477,38 +530,70 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
       spill_out.close();
     }
     const SpillReader spilled(spill_file.temp_path(), shown);
+    std::vector<uint64_t> series_bars(spill.symbols.size());
+    for (const auto& c : spill.chunks) series_bars[c.series] += c.rows;
+    if (part_rows == 0) part_rows = default_part_rows(spill.declared);
+    auto rows_of = [&](size_t i) { return static_cast<int64_t>(series_bars[i] > 0 ? series_bars[i] - 1 : 0); };
 
-    // Buffers kept from series to series: allocating hundreds of MB per series and handing
-    // them back cost more in page faults than computing the features.
+    // Buffers kept from part to part and series to series: allocating hundreds of MB per
+    // series and handing them back cost more in page faults than computing the features.
     BarSeries bars;
     RawFeatures raw;
     SeriesFeatures f;
     FeaturePlan plan = plan_features(spill.has_range, spill.has_volume, spill.declared, saved, spill.source);
     if (!saved) {
       SpecFitter fitter(plan.has_range, plan.has_volume, plan.declared, options);
-      for (size_t i = 0; i < spill.symbols.size(); ++i) fitter.add(spilled_series(spill, spilled, i, bars));
+      for (size_t i = 0; i < spill.symbols.size(); ++i) {
+        for_each_part(spill, spilled, i, series_bars[i], part_rows, bars,
+                      [&](const BarSeries& part, uint64_t first_row) { fitter.add_part(part, first_row, rows_of(i)); });
+      }
       plan.spec = fitter.finish();
     }
 
     ArrayWriter out_file(store_file.temp_path(), shown);
     out_file.write(kHeadMagic, sizeof kHeadMagic);
     json series = json::array();
+    const uint64_t observed_width = plan.spec.observed.size(), known_width = plan.spec.known.size();
     for (size_t i = 0; i < spill.symbols.size(); ++i) {
-      spilled_series(spill, spilled, i, bars);
-      out.bars += static_cast<int64_t>(bars.size());
-      dataset_series(bars, i, spill.symbols.size(), plan, options, spill.source, raw, f);
-      series.push_back({{"symbol", f.symbol},
-                        {"symbol_id", f.symbol_id},
-                        {"rows", f.rows()},
-                        {"split_bounds", f.split_bounds},
-                        {"first_bar_ns", f.first_bar_ns},
-                        {"timestamp_ns", out_file.append(std::span<const int64_t>(f.timestamp_ns))},
-                        {"close", out_file.append(std::span<const double>(f.close))},
-                        {"observed", out_file.append(std::span<const float>(f.observed))},
-                        {"known", out_file.append(std::span<const float>(f.known))},
-                        {"target", out_file.append(std::span<const float>(f.target))}});
-      if (!f.statics.empty()) series.back()["statics"] = out_file.append(std::span<const float>(f.statics));
-      if (f.unknown_category_rows > 0) series.back()["unknown_category_rows"] = f.unknown_category_rows;
+      const auto rows = static_cast<uint64_t>(rows_of(i));
+      out.bars += static_cast<int64_t>(series_bars[i]);
+      // The series' arrays are laid out as whole-series appends would lay them; each part
+      // fills its rows of each.
+      const uint64_t timestamp_at = out_file.reserve(rows * sizeof(int64_t));
+      const uint64_t close_at = out_file.reserve(rows * sizeof(double));
+      const uint64_t observed_at = out_file.reserve(rows * observed_width * sizeof(float));
+      const uint64_t known_at = out_file.reserve(rows * known_width * sizeof(float));
+      const uint64_t target_at = out_file.reserve(rows * sizeof(float));
+      json entry;
+      int64_t unknown_category_rows = 0;
+      std::vector<float> statics;
+      for_each_part(spill, spilled, i, series_bars[i], part_rows, bars, [&](const BarSeries& part, uint64_t first_row) {
+        dataset_series(part, i, spill.symbols.size(), plan, options, spill.source, raw, f);
+        if (f.rows() * observed_width != f.observed.size() || f.rows() * known_width != f.known.size()) {
+          throw Error(shown + ": symbol '" + f.symbol + "': its features are not " + std::to_string(observed_width) +
+                      " observed and " + std::to_string(known_width) + " known inputs a row");
+        }
+        if (first_row == 0) {
+          entry = {{"symbol", f.symbol}, {"symbol_id", f.symbol_id}, {"first_bar_ns", f.first_bar_ns}};
+          statics = f.statics;
+        }
+        out_file.write_at(timestamp_at + first_row * sizeof(int64_t), std::span<const int64_t>(f.timestamp_ns));
+        out_file.write_at(close_at + first_row * sizeof(double), std::span<const double>(f.close));
+        out_file.write_at(observed_at + first_row * observed_width * sizeof(float), std::span<const float>(f.observed));
+        out_file.write_at(known_at + first_row * known_width * sizeof(float), std::span<const float>(f.known));
+        out_file.write_at(target_at + first_row * sizeof(float), std::span<const float>(f.target));
+        unknown_category_rows += f.unknown_category_rows;
+      });
+      entry["rows"] = rows;
+      entry["split_bounds"] = split_bounds(static_cast<int64_t>(rows), options);
+      entry["timestamp_ns"] = timestamp_at;
+      entry["close"] = close_at;
+      entry["observed"] = observed_at;
+      entry["known"] = known_at;
+      entry["target"] = target_at;
+      if (!statics.empty()) entry["statics"] = out_file.append(std::span<const float>(statics));
+      if (unknown_category_rows > 0) entry["unknown_category_rows"] = unknown_category_rows;
+      series.push_back(std::move(entry));
     }
     out_file.pad();
     const uint64_t data_bytes = out_file.offset();
@@ -618,8 +703,26 @@ BarSource with_model_inputs(BarSource source, const FeatureSpec& spec) {
   return source;
 }
 
+namespace {
+// Both entry points' work: find the store, or build it in parts of `part_rows` rows.
+StorePreparation prepare(const BarSource& given, const DatasetOptions& options, const FeatureSpec* saved,
+                         StoreAccess access, uint64_t part_rows);
+}  // namespace
+
 StorePreparation prepare_feature_store(const BarSource& given, const DatasetOptions& options, const FeatureSpec* saved,
                                        StoreAccess access) {
+  return prepare(given, options, saved, access, 0);
+}
+
+StorePreparation detail::prepare_feature_store_in_parts(const BarSource& source, const DatasetOptions& options,
+                                                        const FeatureSpec* saved, uint64_t part_rows) {
+  return prepare(source, options, saved, StoreAccess::BuildIfNeeded, part_rows);
+}
+
+namespace {
+
+StorePreparation prepare(const BarSource& given, const DatasetOptions& options, const FeatureSpec* saved,
+                         StoreAccess access, uint64_t part_rows) {
   options.validate();
   const BarSource source = saved ? with_model_inputs(given, *saved) : given;
   const fs::path folder = store_folder_of(source);
@@ -644,10 +747,12 @@ StorePreparation prepare_feature_store(const BarSource& given, const DatasetOpti
   fs::create_directories(folder, ec);
   if (ec) throw Error(folder.string() + ": cannot create the feature store folder: " + ec.message());
   std::string reason = why_rebuilt(folder, fp);
-  auto out = build_store(source, options, saved, fp, path);
+  auto out = build_store(source, options, saved, fp, path, part_rows);
   out.reason = "built: " + reason;
   return with_note(std::move(out), source);
 }
+
+}  // namespace
 
 Dataset map_feature_store(const std::string& path) { return dataset_over(open_store(path), path); }
 

@@ -9,9 +9,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "qtft/data/bar_source.h"
 #include "qtft/data/detail/feature_spec_json.h"
+#include "qtft/data/detail/feature_store_parts.h"
 #include "qtft/data/feature_store.h"
 #include "qtft/data/parquet_dataset.h"
 #include "qtft/data/synthetic.h"
@@ -59,7 +61,9 @@ void expect_bitwise_equal(const Dataset& a, const Dataset& b) {
     EXPECT_TRUE(same_bits(x.observed, y.observed)) << x.symbol;
     EXPECT_TRUE(same_bits(x.known, y.known)) << x.symbol;
     EXPECT_TRUE(same_bits(x.target, y.target)) << x.symbol;
+    EXPECT_TRUE(same_bits(x.statics, y.statics)) << x.symbol;
   }
+  EXPECT_EQ(a.notes().unknown_category_rows, b.notes().unknown_category_rows);
 }
 
 size_t stores_in(const std::string& folder) {
@@ -179,6 +183,51 @@ TEST_F(FeatureStore, SourcesWithoutAStoreFolderAreComputedInMemory) {
   EXPECT_FALSE(fs::exists(source_.feature_store_folder()));
   EXPECT_THAT(test::error_message([&] { prepare_feature_store(embedded, small_windows(), nullptr); }),
               HasSubstr("no feature store for embedded synthetic data"));
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A long series of wide inputs is featurized part by part, so that memory follows a part.
+// Parts of one row, of 7 rows (across the folder's files, whose chunks do not line up with
+// them) and of the default size give the same file, byte for byte: every input kind, a
+// target column of its own, per-series statistics and a calendar zone, as the in-memory
+// dataset has them.
+TEST(FeatureStoreParts, AStoreBuiltAFewRowsAtATimeIsTheSameFile) {
+  test::TempDir dir;
+  SyntheticOptions bars = several_years();
+  bars.rows = 1'500;
+  bars.extra_inputs = 6;
+  BarSource source;
+  source.parquet_file = dir.file("bars");
+  write_parquet_partitions(generate_synthetic_bars(bars), source.parquet_file);
+  source.read.inputs.observed = {"lead_signal", "f*"};
+  source.read.inputs.known = {"event_flag"};
+  source.read.inputs.static_categorical = {"vol_class"};
+  source.read.inputs.target = {"f00", TargetTransform::None, Normalization::PerSeries};
+  source.read.inputs.calendar_timezone = "America/Chicago";
+  BarSource today;
+  today.parquet_file = source.parquet_file;
+  for (const BarSource& declared : {today, source}) {
+    std::string whole;
+    for (const uint64_t part_rows : {0, 1, 7}) {
+      BarSource in_parts = declared;
+      in_parts.feature_store = dir.file("store-" + std::to_string(part_rows));
+      const auto built = detail::prepare_feature_store_in_parts(in_parts, small_windows(), nullptr, part_rows);
+      ASSERT_TRUE(built.built);
+      EXPECT_EQ(built.bars, 1'500);
+      if (part_rows == 0) {
+        whole = file_bytes(built.path);
+        BarSource in_memory = declared;
+        in_memory.in_memory = true;
+        expect_bitwise_equal(map_feature_store(built.path), open_dataset(in_memory, small_windows(), nullptr));
+      } else {
+        EXPECT_TRUE(file_bytes(built.path) == whole) << part_rows << "-row parts";
+      }
+    }
+  }
 }
 
 }  // namespace

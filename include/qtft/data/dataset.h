@@ -27,6 +27,8 @@ struct DatasetOptions {
   double test_fraction = 0.15;
   void validate() const;  // throws UsageError naming the flag
 };
+// Rows [bounds[k], bounds[k+1]) of a series of `rows` rows form split k under `options`.
+std::array<int64_t, 4> split_bounds(int64_t rows, const DatasetOptions& options);
 
 struct RawFeatures;
 
@@ -157,6 +159,11 @@ class SpecFitter {
   ~SpecFitter();
   SpecFitter(SpecFitter&&) noexcept;
   void add(const BarSeries& series);
+  // The same for a series too long to hold at once, given part by part in order: `part`
+  // holds bars [first_row, first_row + part.size()) of a series of `series_rows` rows (row r
+  // is bar r + 1, as it reads bar r). Parts overlap by one bar; first_row 0 starts a series.
+  // The statistics are bitwise those of add() over the whole series.
+  void add_part(const BarSeries& part, size_t first_row, int64_t series_rows);
   FeatureSpec finish() const;
 
  private:

@@ -83,7 +83,7 @@ std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path) {
 }
 
 void read_parquet_batches(const std::string& path,
-                          const std::function<void(const arrow::Table& batch, int64_t first_row)>& use) {
+                          const std::function<void(std::shared_ptr<arrow::Table> batch, int64_t first_row)>& use) {
   with_parquet_reader(path, ParquetReading::Streamed, [&](parquet::arrow::FileReader& reader) {
     int64_t first_row = 0;
     // A reader per row group: over the whole file, Arrow's pre-buffering (were it on) would
@@ -95,8 +95,8 @@ void read_parquet_batches(const std::string& path,
         auto batch = unwrap(batches->Next(), path, "cannot read Parquet data");
         if (!batch) break;
         if (batch->num_rows() == 0) continue;
-        const auto table = unwrap(arrow::Table::FromRecordBatches({batch}), path, "cannot read Parquet data");
-        use(*table, first_row);
+        auto table = unwrap(arrow::Table::FromRecordBatches({batch}), path, "cannot read Parquet data");
+        use(std::move(table), first_row);
         first_row += batch->num_rows();
       }
     }

@@ -396,14 +396,22 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
     }
   };
   if (source.is_dataset_folder()) {
+    // Batch by batch, as a single file: a folder of large files costs a batch too.
     DatasetReader reader(source.parquet_file, source.read);
-    for (size_t k = 0; k < reader.files().size(); ++k) take(reader.read(k), k == 0);
+    bool first = true;
+    for (size_t k = 0; k < reader.files().size(); ++k) {
+      reader.read_batches(k, [&](const BarSet& part) {
+        take(part, first);
+        first = false;
+      });
+    }
+    if (first) throw Error(source.parquet_file + ": the dataset's files hold no rows");
   } else if (!source.parquet_file.empty()) {
     // Batch by batch, each a part as a folder's file is: one large file costs a batch.
     DeclaredCarry carry;
     bool first = true;
-    read_parquet_batches(source.parquet_file, [&](const arrow::Table& batch, int64_t first_row) {
-      take(bars_from_table(batch, source.parquet_file, source.read, &carry, first_row), first);
+    read_parquet_batches(source.parquet_file, [&](std::shared_ptr<arrow::Table> batch, int64_t first_row) {
+      take(bars_from_table(*batch, source.parquet_file, source.read, &carry, first_row), first);
       first = false;
     });
     if (first) throw Error(source.parquet_file + ": the file holds no rows");

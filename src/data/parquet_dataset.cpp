@@ -141,6 +141,25 @@ BarSet DatasetReader::read(size_t k) {
   return bars_from_table(*table, file.path, options_, carry_.get());
 }
 
+void DatasetReader::read_batches(size_t k, const std::function<void(const BarSet& part)>& use) {
+  const auto& file = files_.at(k);
+  const auto schema = read_parquet_schema(file.path);
+  if (!first_schema_) first_schema_ = k == 0 ? schema : read_parquet_schema(files_.front().path);
+  if (k > 0) {
+    const auto difference = describe_schema_difference(*first_schema_, *schema);
+    if (!difference.empty()) {
+      throw Error(file.path + ": " + difference + " (the dataset's first file, " + files_.front().path +
+                  ", sets the columns every file must have)");
+    }
+  }
+  read_parquet_batches(file.path, [&](std::shared_ptr<arrow::Table> batch, int64_t first_row) {
+    if (file.partition_symbol && !batch->GetColumnByName(options_.columns.symbol)) {
+      batch = with_symbol_column(std::move(batch), options_.columns.symbol, *file.partition_symbol, file.path);
+    }
+    use(bars_from_table(*batch, file.path, options_, carry_.get(), first_row));
+  });
+}
+
 std::vector<size_t> SeriesAssembly::place(const BarSet& part) {
   std::vector<size_t> where;
   for (const auto& s : part.series) {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "qtft/data/arrow_bars.h"
 #include "qtft/data/bar_source.h"
 #include "qtft/data/detail/feature_spec_json.h"
 #include "qtft/data/detail/feature_store_parts.h"
@@ -227,6 +228,34 @@ TEST(FeatureStoreParts, AStoreBuiltAFewRowsAtATimeIsTheSameFile) {
         EXPECT_TRUE(file_bytes(built.path) == whole) << part_rows << "-row parts";
       }
     }
+  }
+}
+
+// Files longer than a record batch (64Ki rows) are read a batch at a time, a folder's as a
+// single file's: the series and their declared inputs continue across the batches.
+TEST(FeatureStoreParts, FilesLongerThanABatchGiveTheDatasetOfMemory) {
+  test::TempDir dir;
+  SyntheticOptions bars;
+  bars.rows = 150'000;
+  bars.symbols = 2;
+  bars.bar_minutes = 1;
+  bars.extra_inputs = 4;
+  const BarSet generated = generate_synthetic_bars(bars);
+  BarSource folder;
+  folder.parquet_file = dir.file("bars");
+  write_parquet_partitions(generated, folder.parquet_file);
+  BarSource file;
+  file.parquet_file = dir.file("bars.parquet");
+  write_parquet_table(*bars_to_table(generated), file.parquet_file);
+  file.feature_store = dir.file("store");
+  for (BarSource source : {folder, file}) {
+    source.read.inputs.observed = {"lead_signal", "f*"};
+    source.read.inputs.known = {"event_flag"};
+    source.read.inputs.static_categorical = {"vol_class"};
+    BarSource in_memory = source;
+    in_memory.in_memory = true;
+    expect_bitwise_equal(open_dataset(source, small_windows(), nullptr),
+                         open_dataset(in_memory, small_windows(), nullptr));
   }
 }
 

@@ -36,7 +36,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
 // A Parquet file a record batch at a time (Arrow's default batch of 64Ki rows), with the
 // batch's first row in the file: memory follows a batch, not the file.
 void read_parquet_batches(const std::string& path,
-                          const std::function<void(const arrow::Table& batch, int64_t first_row)>& use);
+                          const std::function<void(std::shared_ptr<arrow::Table> batch, int64_t first_row)>& use);
 // The declared inputs of `options` resolved against a file's columns, as bars_from_table
 // resolves them (the bar columns in use never match a glob).
 DeclaredColumns resolve_declared_inputs(const arrow::Schema& schema, const BarReadOptions& options,

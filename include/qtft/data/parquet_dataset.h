@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -45,6 +46,9 @@ class DatasetReader {
   DatasetReader(const std::string& directory, BarReadOptions options);
   const std::vector<DatasetFile>& files() const { return files_; }
   BarSet read(size_t k);
+  // File k a record batch at a time, each batch's bars handed to `use` as a part of the
+  // file: memory follows a batch (64Ki rows), not the file.
+  void read_batches(size_t k, const std::function<void(const BarSet& part)>& use);
 
  private:
   BarReadOptions options_;

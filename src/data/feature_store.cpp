@@ -450,8 +450,8 @@ class SpillReader {
 
 // Bars [begin, end) of one series again, from its chunks in the spill, into `s` (its
 // buffers reused).
-const BarSeries& spilled_bars(const Spill& spill, const SpillReader& file, size_t series, uint64_t begin,
-                              uint64_t end, BarSeries& s) {
+const BarSeries& spilled_bars(const Spill& spill, const SpillReader& file, size_t series, uint64_t begin, uint64_t end,
+                              BarSeries& s) {
   s.symbol = spill.symbols[series];
   const uint64_t rows = end - begin;
   for (auto* column : {&s.close, &s.open, &s.high, &s.low, &s.volume, &s.target_values}) {
@@ -504,16 +504,16 @@ constexpr uint64_t kPartBytes = 64ull << 20;
 
 uint64_t default_part_rows(const DeclaredColumns& declared) {
   // The bars' own columns and the derived inputs, about a dozen, and the declared columns.
-  const uint64_t columns = 12 + declared.observed_columns().size() + declared.known_columns().size() +
-                           declared.static_columns().size();
+  const uint64_t columns =
+      12 + declared.observed_columns().size() + declared.known_columns().size() + declared.static_columns().size();
   return std::max<uint64_t>(4096, kPartBytes / (columns * (8 + 8 + 4)));
 }
 
 // Visits series `series` part by part, `part_rows` rows a part: bars [b, b + part_rows + 1)
 // for b = 0, part_rows, ..., each part holding the bar before its first row.
 template <class Visit>
-void for_each_part(const Spill& spill, const SpillReader& file, size_t series, uint64_t series_bars,
-                   uint64_t part_rows, BarSeries& bars, Visit&& visit) {
+void for_each_part(const Spill& spill, const SpillReader& file, size_t series, uint64_t series_bars, uint64_t part_rows,
+                   BarSeries& bars, Visit&& visit) {
   for (uint64_t b = 0;; b += part_rows) {
     const uint64_t e = std::min(b + part_rows + 1, series_bars);
     visit(spilled_bars(spill, file, series, b, e, bars), b);

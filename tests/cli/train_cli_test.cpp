@@ -116,6 +116,22 @@ TEST_F(TrainCli, SameSeedGivesIdenticalFilesAndDiffSaysSo) {
   EXPECT_EQ(run_qtft(dir_, "diff " + a + " " + c).exit_code, 1);
 }
 
+// The validation batch is memory only: the weights learned are the same bits, and the
+// validation loss the same to the rounding of its sums.
+TEST_F(TrainCli, EvalBatchSizeChangesMemoryNotTheModel) {
+  auto json_a = dir_.file("a.json"), json_b = dir_.file("b.json");
+  auto a = train("a.safetensors", " --metrics-json " + json_a);
+  auto b = train("b.safetensors", " --eval-batch-size 7 --metrics-json " + json_b);
+  auto same = run_qtft(dir_, "diff " + a + " " + b);
+  EXPECT_EQ(same.exit_code, 0) << same.out;
+  const double loss_a = nlohmann::json::parse(test::read_text(json_a))["val_loss"].get<double>();
+  const double loss_b = nlohmann::json::parse(test::read_text(json_b))["val_loss"].get<double>();
+  EXPECT_NEAR(loss_a, loss_b, 1e-6 * std::abs(loss_a));
+  auto zero = run_qtft(dir_, "train --parquet-file " + data_ + kModel + kShort + " --eval-batch-size 0");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_THAT(zero.err, HasSubstr("--eval-batch-size"));
+}
+
 TEST_F(TrainCli, CtrlCSavesACheckpointThatResumeContinues) {
   // A run far too long to finish, stopped by one SIGINT as Ctrl-C would. The 8 seconds
   // leave room for the process to start (loading LibTorch) on a busy machine; --foreground

@@ -576,11 +576,8 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
       int64_t unknown_category_rows = 0;
       std::vector<float> statics;
       for_each_part(spill, spilled, i, series_bars[i], part_rows, bars, [&](const BarSeries& part, uint64_t first_row) {
+        // featurize_series has checked the widths against the spec.
         dataset_series(part, i, spill.symbols.size(), plan, options, spill.source, raw, f);
-        if (f.rows() * observed_width != f.observed.size() || f.rows() * known_width != f.known.size()) {
-          throw Error(shown + ": symbol '" + f.symbol + "': its features are not " + std::to_string(observed_width) +
-                      " observed and " + std::to_string(known_width) + " known inputs a row");
-        }
         if (first_row == 0) {
           entry = {{"symbol", f.symbol}, {"symbol_id", f.symbol_id}, {"first_bar_ns", f.first_bar_ns}};
           statics = f.statics;

@@ -124,39 +124,34 @@ DatasetReader::DatasetReader(const std::string& directory, BarReadOptions option
       files_(list_parquet_dataset(directory, options_)),
       carry_(std::make_shared<DeclaredCarry>()) {}
 
-BarSet DatasetReader::read(size_t k) {
-  const auto& file = files_.at(k);
-  auto table = read_parquet_table(file.path);
-  if (!first_schema_) first_schema_ = k == 0 ? table->schema() : read_parquet_schema(files_.front().path);
-  if (k > 0) {
-    const auto difference = describe_schema_difference(*first_schema_, *table->schema());
-    if (!difference.empty()) {
-      throw Error(file.path + ": " + difference + " (the dataset's first file, " + files_.front().path +
-                  ", sets the columns every file must have)");
-    }
+void DatasetReader::check_columns(size_t k, const std::shared_ptr<arrow::Schema>& schema) {
+  if (!first_schema_) first_schema_ = k == 0 ? schema : read_parquet_schema(files_.front().path);
+  if (k == 0) return;
+  const auto difference = describe_schema_difference(*first_schema_, *schema);
+  if (!difference.empty()) {
+    throw Error(files_.at(k).path + ": " + difference + " (the dataset's first file, " + files_.front().path +
+                ", sets the columns every file must have)");
   }
+}
+
+BarSet DatasetReader::bars_of(size_t k, std::shared_ptr<arrow::Table> table, int64_t first_row) {
+  const auto& file = files_.at(k);
   if (file.partition_symbol && !table->GetColumnByName(options_.columns.symbol)) {
     table = with_symbol_column(std::move(table), options_.columns.symbol, *file.partition_symbol, file.path);
   }
-  return bars_from_table(*table, file.path, options_, carry_.get());
+  return bars_from_table(*table, file.path, options_, carry_.get(), first_row);
+}
+
+BarSet DatasetReader::read(size_t k) {
+  auto table = read_parquet_table(files_.at(k).path);
+  check_columns(k, table->schema());
+  return bars_of(k, std::move(table), 0);
 }
 
 void DatasetReader::read_batches(size_t k, const std::function<void(const BarSet& part)>& use) {
-  const auto& file = files_.at(k);
-  const auto schema = read_parquet_schema(file.path);
-  if (!first_schema_) first_schema_ = k == 0 ? schema : read_parquet_schema(files_.front().path);
-  if (k > 0) {
-    const auto difference = describe_schema_difference(*first_schema_, *schema);
-    if (!difference.empty()) {
-      throw Error(file.path + ": " + difference + " (the dataset's first file, " + files_.front().path +
-                  ", sets the columns every file must have)");
-    }
-  }
-  read_parquet_batches(file.path, [&](std::shared_ptr<arrow::Table> batch, int64_t first_row) {
-    if (file.partition_symbol && !batch->GetColumnByName(options_.columns.symbol)) {
-      batch = with_symbol_column(std::move(batch), options_.columns.symbol, *file.partition_symbol, file.path);
-    }
-    use(bars_from_table(*batch, file.path, options_, carry_.get(), first_row));
+  check_columns(k, read_parquet_schema(files_.at(k).path));
+  read_parquet_batches(files_.at(k).path, [&](std::shared_ptr<arrow::Table> batch, int64_t first_row) {
+    use(bars_of(k, std::move(batch), first_row));
   });
 }
 

@@ -13,7 +13,8 @@
 
 namespace arrow {
 class Schema;
-}
+class Table;
+}  // namespace arrow
 
 namespace qtft::data {
 
@@ -51,6 +52,11 @@ class DatasetReader {
   void read_batches(size_t k, const std::function<void(const BarSet& part)>& use);
 
  private:
+  // Throws qtft::Error naming file k when its columns are not the first file's.
+  void check_columns(size_t k, const std::shared_ptr<arrow::Schema>& schema);
+  // Rows of file k (from `first_row` in it) as bars, the symbol from the partition key when
+  // the file has no symbol column.
+  BarSet bars_of(size_t k, std::shared_ptr<arrow::Table> table, int64_t first_row);
   BarReadOptions options_;
   std::vector<DatasetFile> files_;
   std::shared_ptr<arrow::Schema> first_schema_;

@@ -3,7 +3,8 @@
 // policy, measured in the same run. Each operator's time is counted where it is called
 // from the step itself (top level on its thread; what it calls inside is part of it), so
 // the rows add up to the profiled time. Prints the top operators per policy and JSON.
-//   build/bench/profile_step_bench [--config paper|small] [--qat] [--policy blocks|lstm]
+//   build/bench/profile_step_bench [--config paper|small|wide] [--qat] [--variable-hidden-size H] [--policy
+//   blocks|lstm]
 //                                  [--steps 2] [--top 25] [--threads N] [--json out.json]
 #include <ATen/Parallel.h>
 #include <torch/optim/adam.h>
@@ -28,17 +29,21 @@ namespace {
 using qtft::bench::by_time;
 
 nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::CheckpointPolicy policy, int steps,
-                       int top) {
-  auto dataset = qtft::bench::dataset_for(c);
-  auto options = qtft::model::model_options_for(dataset);
+                       int top, int64_t variable_hidden_size) {
+  const bool wide = std::string(c.name) == "wide";
+  auto dataset = qtft::bench::dataset_for(wide ? qtft::bench::kSmallConfig : c);
+  auto options = wide ? qtft::bench::wide_options(c, qtft::bench::kWideObserved, qtft::bench::kWideKnown)
+                      : qtft::model::model_options_for(dataset);
   options.hidden_size(c.hidden).attention_heads(c.heads).use_qat(qat);
+  if (variable_hidden_size > 0) options.variable_hidden_size(variable_hidden_size);
   auto model = qtft::model::build_model(options, 1);
   model->set_checkpoint_policy(policy);
   model->train();
   qtft::train::FusedAdam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
   qtft::train::TrainOptions train;
   train.batch_size = static_cast<size_t>(c.batch);
-  auto batch = qtft::train::first_training_batch(dataset, train);
+  auto batch = wide ? qtft::bench::wide_batch(c, qtft::bench::kWideObserved, qtft::bench::kWideKnown)
+                    : qtft::train::first_training_batch(dataset, train);
   const c10::Device cpu(c10::kCPU);
   qtft::train::training_step(model, adam, batch, train.clip_norm, cpu);  // warm-up: Adam state, caches
 
@@ -80,7 +85,12 @@ int main(int argc, char** argv) {
   std::string config = "paper", policy_name = "blocks", json_path;
   bool qat = false;
   int steps = 2, top = 25, threads = 0;
-  app.add_option("--config", config, "paper or small")->check(CLI::IsMember({"paper", "small"}))->capture_default_str();
+  int64_t variable_hidden_size = 0;
+  app.add_option("--config", config, "paper, small or wide (W: 200 observed and 20 known inputs, batch 32)")
+      ->check(CLI::IsMember({"paper", "small", "wide"}))
+      ->capture_default_str();
+  app.add_option("--variable-hidden-size", variable_hidden_size,
+                 "Width of each input's embedding and GRN (0: the model's default)");
   app.add_flag("--qat", qat, "Quantization-aware training (live observers)");
   app.add_option("--policy", policy_name, "The checkpointing policy profiled against none: blocks or lstm")
       ->check(CLI::IsMember({"blocks", "lstm"}))
@@ -91,13 +101,15 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Write the figures as JSON");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) at::set_num_threads(threads);
-  const auto& c = config == "paper" ? qtft::bench::kPaperConfig : qtft::bench::kSmallConfig;
+  const auto& c = config == "paper"  ? qtft::bench::kPaperConfig
+                  : config == "wide" ? qtft::bench::kWideConfig
+                                     : qtft::bench::kSmallConfig;
   std::printf("CPU, %d threads; %s: encoder %lld, horizon %lld, hidden %lld, heads %lld, batch %lld\n",
               at::get_num_threads(), c.name, static_cast<long long>(c.encoder), static_cast<long long>(c.horizon),
               static_cast<long long>(c.hidden), static_cast<long long>(c.heads), static_cast<long long>(c.batch));
   nlohmann::json results = nlohmann::json::array();
   for (auto policy : {qtft::memory::CheckpointPolicy::None, qtft::memory::parse_checkpoint_policy(policy_name)}) {
-    results.push_back(profile(c, qat, policy, steps, top));
+    results.push_back(profile(c, qat, policy, steps, top, variable_hidden_size));
   }
   nlohmann::json j{{"threads", at::get_num_threads()}, {"results", results}};
   if (!json_path.empty()) qtft::io::write_file_atomically(json_path, j.dump(2) + "\n");

@@ -33,6 +33,10 @@ TftOptions model_options_for(const data::Dataset& dataset, const Architecture& a
                              int64_t weight_bits, int64_t activation_bits) {
   TftOptions options = model_options_for(dataset);
   architecture.apply_to(options);
+  if (architecture.variable_hidden_size == 0) {
+    options.variable_hidden_size(
+        default_variable_hidden_size(options.hidden_size(), options.num_observed() + options.num_known()));
+  }
   options.use_qat(use_qat).weight_bits(weight_bits).activation_bits(activation_bits);
   options.validate();
   return options;

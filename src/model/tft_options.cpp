@@ -1,6 +1,7 @@
 #include "qtft/model/tft_options.h"
 #include "qtft/quant/quant_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -73,6 +74,7 @@ void TftOptions::validate() const {
   at_most(encoder_length_, kMaxEncoderLength, "--encoder-length");
   at_most(horizon_, kMaxHorizon, "--horizon");
   at_most(hidden_size_, kMaxHiddenSize, "--hidden-size");
+  at_most(variable_hidden_size_, kMaxHiddenSize, "--variable-hidden-size");
   at_most(attention_heads_, kMaxAttentionHeads, "--attention-heads");
   at_most(lstm_layers_, kMaxLstmLayers, "--lstm-layers");
   at_most(static_cast<int64_t>(quantiles_.size()), kMaxQuantiles, "the number of --quantiles");
@@ -81,6 +83,10 @@ void TftOptions::validate() const {
     throw UsageError("--encoder-length must be at least 1, got " + std::to_string(encoder_length_));
   if (horizon_ < 1) throw UsageError("--horizon must be at least 1, got " + std::to_string(horizon_));
   if (hidden_size_ < 1) throw UsageError("--hidden-size must be at least 1, got " + std::to_string(hidden_size_));
+  if (variable_hidden_size_ < 0) {
+    throw UsageError("--variable-hidden-size must be at least 1 (or 0 for the default), got " +
+                     std::to_string(variable_hidden_size_));
+  }
   if (attention_heads_ < 1) {
     throw UsageError("--attention-heads must be at least 1, got " + std::to_string(attention_heads_));
   }
@@ -114,6 +120,11 @@ void TftOptions::validate() const {
   median_index();  // forecasts, prices and the point metrics all read the median
 }
 
+int64_t default_variable_hidden_size(int64_t hidden_size, int64_t time_varying_inputs) {
+  if (time_varying_inputs < kNarrowVariablesFrom) return hidden_size;
+  return std::min(hidden_size, kWideVariableHiddenSize);
+}
+
 int64_t TftOptions::median_index() const {
   for (size_t i = 0; i < quantiles_.size(); ++i) {
     // Quantiles come from text or JSON, so 0.5 is exact; the tolerance only guards arithmetic.
@@ -142,6 +153,8 @@ nlohmann::json to_json(const TftOptions& o) {
   if (!o.observed_categories().empty()) out["observed_categories"] = o.observed_categories();
   if (!o.known_categories().empty()) out["known_categories"] = o.known_categories();
   if (!o.static_categories().empty()) out["static_categories"] = o.static_categories();
+  // Only when narrower than the hidden size, for the same reason.
+  if (o.variable_width() != o.hidden_size()) out["variable_hidden_size"] = o.variable_width();
   return out;
 }
 
@@ -172,6 +185,8 @@ TftOptions tft_options_from_json(const nlohmann::json& json) {
       field = "observer_averaging";
       o.observer_averaging(json.at(field).get<double>());
     }
+    // Files written before --variable-hidden-size, and those at the hidden size, have none.
+    if (json.contains("variable_hidden_size")) o.variable_hidden_size(get_int("variable_hidden_size"));
     // Files written before declared statics and categoricals have none.
     if (json.contains("num_static")) o.num_static(get_int("num_static"));
     for (const char* name : {"observed_categories", "known_categories", "static_categories"}) {

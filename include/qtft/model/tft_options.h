@@ -27,6 +27,10 @@ struct TftOptions {
   TORCH_ARG(std::vector<int64_t>, known_categories) = std::vector<int64_t>{};
   TORCH_ARG(std::vector<int64_t>, static_categories) = std::vector<int64_t>{};
   TORCH_ARG(int64_t, hidden_size) = 64;
+  // Width of each time-varying input's embedding and of its GRN in the encoder and decoder
+  // selection networks, whose selected sum is then projected to hidden_size (as
+  // pytorch-forecasting's hidden_continuous_size). 0: hidden_size, the models before it.
+  TORCH_ARG(int64_t, variable_hidden_size) = 0;
   TORCH_ARG(int64_t, attention_heads) = 4;
   TORCH_ARG(int64_t, lstm_layers) = 1;
   TORCH_ARG(double, dropout) = 0.1;
@@ -58,18 +62,30 @@ struct TftOptions {
   int64_t num_observed_reals() const { return num_observed_ - static_cast<int64_t>(observed_categories_.size()); }
   int64_t num_known_reals() const { return num_known_ - static_cast<int64_t>(known_categories_.size()); }
   int64_t num_static_reals() const { return num_static_ - static_cast<int64_t>(static_categories_.size()); }
+  // The width variable_hidden_size stands for.
+  int64_t variable_width() const { return variable_hidden_size_ > 0 ? variable_hidden_size_ : hidden_size_; }
 };
+
+// --variable-hidden-size when none is given: the hidden size for up to
+// kNarrowVariablesFrom - 1 time-varying inputs (today's models, unchanged), else the
+// narrower kWideVariableHiddenSize (or the hidden size, if smaller). docs/PERFORMANCE.md,
+// "The wide TFT", has the measurements behind both numbers.
+inline constexpr int64_t kNarrowVariablesFrom = 32;
+inline constexpr int64_t kWideVariableHiddenSize = 16;
+int64_t default_variable_hidden_size(int64_t hidden_size, int64_t time_varying_inputs);
 
 // The architecture's knobs a user picks; the sizes that come from the data are set from
 // the dataset (model::model_options_for).
 struct Architecture {
   int64_t hidden_size = 64;
+  int64_t variable_hidden_size = 0;  // 0: default_variable_hidden_size for the data's inputs
   int64_t attention_heads = 4;
   int64_t lstm_layers = 1;
   double dropout = 0.1;
   std::vector<double> quantiles{0.1, 0.5, 0.9};
   void apply_to(TftOptions& options) const {
     options.hidden_size(hidden_size)
+        .variable_hidden_size(variable_hidden_size)
         .attention_heads(attention_heads)
         .lstm_layers(lstm_layers)
         .dropout(dropout)

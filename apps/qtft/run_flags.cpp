@@ -26,6 +26,10 @@ void RuntimeFlags::apply() const {
 
 void add_model_flags(CLI::App& cmd, ModelFlags& f) {
   cmd.add_option("--hidden-size", f.hidden_size, "Width of every hidden layer")->capture_default_str();
+  cmd.add_option("--variable-hidden-size", f.variable_hidden_size,
+                 "Width of each time-varying input's embedding and GRN, projected to --hidden-size after "
+                 "selection (0: the hidden size below 32 inputs, else 16 or the hidden size if smaller)")
+      ->capture_default_str();
   cmd.add_option("--attention-heads", f.attention_heads, "Attention heads (must divide --hidden-size)")
       ->capture_default_str();
   cmd.add_option("--lstm-layers", f.lstm_layers, "Layers of the LSTM encoder and decoder")->capture_default_str();

@@ -12,9 +12,12 @@ namespace qtft::cli {
 void print_config(const model::TftOptions& m, const train::TrainOptions& t, int64_t parameters, c10::Device device) {
   std::string q;
   for (double v : m.quantiles()) q += (q.empty() ? "" : ",") + std::to_string(v).substr(0, 4);
-  std::printf("Model: TFT hidden %lld, heads %lld, lstm layers %lld, dropout %.2f, quantiles %s; %lld parameters\n",
-              static_cast<long long>(m.hidden_size()), static_cast<long long>(m.attention_heads()),
-              static_cast<long long>(m.lstm_layers()), m.dropout(), q.c_str(), static_cast<long long>(parameters));
+  const std::string inputs_width =
+      m.variable_width() == m.hidden_size() ? "" : " (inputs at " + std::to_string(m.variable_width()) + ")";
+  std::printf("Model: TFT hidden %lld%s, heads %lld, lstm layers %lld, dropout %.2f, quantiles %s; %lld parameters\n",
+              static_cast<long long>(m.hidden_size()), inputs_width.c_str(),
+              static_cast<long long>(m.attention_heads()), static_cast<long long>(m.lstm_layers()), m.dropout(),
+              q.c_str(), static_cast<long long>(parameters));
   std::printf(
       "Training: %lld epochs, batch %zu, Adam lr %g, weight decay %g, clip %g, schedule %s, patience %lld, "
       "seed %llu, device %s\n",

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "qtft/memory/block_checkpointing.h"
+#include "qtft/model/grouped_variables.h"
 #include "qtft/quant/detail/weight_fake_quant.h"
 
 namespace qtft::model {
@@ -59,16 +60,18 @@ TemporalFusionTransformerImpl::TemporalFusionTransformerImpl(TftOptions options)
   const auto& o = options_;
   const int64_t hidden = o.hidden_size();
 
-  observed_embeddings = register_module("observed_embeddings", real_embeddings(o.num_observed_reals(), hidden));
-  known_embeddings = register_module("known_embeddings", real_embeddings(o.num_known_reals(), hidden));
+  // The time-varying inputs at their own width (--variable-hidden-size), the statics at the hidden size.
+  const int64_t width = o.variable_width();
+  observed_embeddings = register_module("observed_embeddings", real_embeddings(o.num_observed_reals(), width));
+  known_embeddings = register_module("known_embeddings", real_embeddings(o.num_known_reals(), width));
   symbol_embedding = register_module("symbol_embedding", torch::nn::Embedding(o.num_symbols(), hidden));
   // Declared statics and categoricals after the modules every model has: without them no
   // parameter is drawn, and today's models initialize as they did.
   static_embeddings = register_module("static_embeddings", real_embeddings(o.num_static_reals(), hidden));
   observed_categorical_embeddings =
-      register_module("observed_categorical_embeddings", categorical_embeddings(o.observed_categories(), hidden));
+      register_module("observed_categorical_embeddings", categorical_embeddings(o.observed_categories(), width));
   known_categorical_embeddings =
-      register_module("known_categorical_embeddings", categorical_embeddings(o.known_categories(), hidden));
+      register_module("known_categorical_embeddings", categorical_embeddings(o.known_categories(), width));
   static_categorical_embeddings =
       register_module("static_categorical_embeddings", categorical_embeddings(o.static_categories(), hidden));
 
@@ -84,12 +87,14 @@ TemporalFusionTransformerImpl::TemporalFusionTransformerImpl(TftOptions options)
 
   encoder_vsn = register_module(
       "encoder_vsn", VariableSelectionNetwork(VariableSelectionNetworkOptions(o.num_observed() + o.num_known(), hidden)
+                                                  .variable_size(width)
                                                   .dropout(o.dropout())
                                                   .context_size(hidden)));
-  decoder_vsn = register_module(
-      "decoder_vsn",
-      VariableSelectionNetwork(
-          VariableSelectionNetworkOptions(o.num_known(), hidden).dropout(o.dropout()).context_size(hidden)));
+  decoder_vsn =
+      register_module("decoder_vsn", VariableSelectionNetwork(VariableSelectionNetworkOptions(o.num_known(), hidden)
+                                                                  .variable_size(width)
+                                                                  .dropout(o.dropout())
+                                                                  .context_size(hidden)));
 
   lstm_encoder = register_module("lstm_encoder", torch::nn::LSTM(lstm_options(o)));
   lstm_decoder = register_module("lstm_decoder", torch::nn::LSTM(lstm_options(o)));
@@ -337,34 +342,41 @@ TemporalFusionTransformerImpl::SelectedInputs TemporalFusionTransformerImpl::sel
     const at::Tensor& observed, const at::Tensor& known, const at::Tensor& context,
     const memory::BlockCheckpointing& blocks) {
   // Past inputs are observed then known (the order of encoder_weights); future inputs are
-  // known. Each input is embedded by its own block, each known one once over encoder and
-  // decoder together; the selection networks take them one by one.
+  // known. Each kind is embedded by one block, the known inputs once over encoder and
+  // decoder together, into the [..., inputs, width] layout the selection networks take.
   const int64_t l = options_.encoder_length(), h = options_.horizon();
-  auto embed = [&blocks](torch::nn::ModuleList& embeddings, const at::Tensor& x, size_t i) {
-    DenseImpl* layer = &embeddings->at<DenseImpl>(i);
-    return blocks.run_one("input_embedding", {x.narrow(-1, static_cast<int64_t>(i), 1)},
-                          [layer](const Tensors& in) { return Tensors{layer->forward(in[0])}; });
-  };
-  // A categorical's column follows its kind's reals.
-  auto embed_categorical = [&blocks](torch::nn::ModuleList& embeddings, const at::Tensor& x, size_t j, size_t reals) {
-    CategoricalEmbeddingImpl* layer = &embeddings->at<CategoricalEmbeddingImpl>(j);
-    return blocks.run_one("input_embedding", {x.select(-1, static_cast<int64_t>(reals + j))},
-                          [layer](const Tensors& in) { return Tensors{layer->forward(in[0])}; });
-  };
-  Tensors past, future;
-  for (size_t i = 0; i < observed_embeddings->size(); ++i) past.push_back(embed(observed_embeddings, observed, i));
-  for (size_t j = 0; j < observed_categorical_embeddings->size(); ++j)
-    past.push_back(embed_categorical(observed_categorical_embeddings, observed, j, observed_embeddings->size()));
-  auto split_known = [&](const at::Tensor& k) {
-    past.push_back(k.narrow(1, 0, l));
-    future.push_back(k.narrow(1, l, h));
-  };
-  for (size_t i = 0; i < known_embeddings->size(); ++i) split_known(embed(known_embeddings, known, i));
-  for (size_t j = 0; j < known_categorical_embeddings->size(); ++j)
-    split_known(embed_categorical(known_categorical_embeddings, known, j, known_embeddings->size()));
-  auto selected_past = encoder_vsn->forward_variables(past, context, blocks);
-  auto selected_future = decoder_vsn->forward_variables(future, context, blocks);
+  const at::Tensor known_embedded = embed_kind(known_embeddings, known_categorical_embeddings, known, blocks);
+  const at::Tensor past_known = known_embedded.narrow(1, 0, l);
+  const at::Tensor past =
+      options_.num_observed() == 0
+          ? past_known
+          : at::cat({embed_kind(observed_embeddings, observed_categorical_embeddings, observed, blocks), past_known},
+                    2);
+  auto selected_past = encoder_vsn->forward_blocks(past, context, blocks);
+  auto selected_future = decoder_vsn->forward_blocks(known_embedded.narrow(1, l, h).contiguous(), context, blocks);
   return {std::move(selected_past), std::move(selected_future)};
+}
+
+at::Tensor TemporalFusionTransformerImpl::embed_kind(torch::nn::ModuleList& reals, torch::nn::ModuleList& categoricals,
+                                                     const at::Tensor& x, const memory::BlockCheckpointing& blocks) {
+  // x [B, T, reals + categoricals] -> [B, T, inputs, width]; a categorical's column follows
+  // its kind's reals.
+  std::vector<DenseImpl*> real_layers;
+  for (const auto& module : *reals) real_layers.push_back(module->as<DenseImpl>());
+  std::vector<CategoricalEmbeddingImpl*> categorical_layers;
+  for (const auto& module : *categoricals) categorical_layers.push_back(module->as<CategoricalEmbeddingImpl>());
+  return blocks.run_one("input_embeddings", {x}, [real_layers, categorical_layers](const Tensors& in) {
+    const auto n_reals = static_cast<int64_t>(real_layers.size());
+    Tensors parts;
+    if (n_reals > 0) parts.push_back(grouped_real_embedding(real_layers, in[0].narrow(-1, 0, n_reals)));
+    if (!categorical_layers.empty()) {
+      Tensors levels;
+      for (size_t j = 0; j < categorical_layers.size(); ++j)
+        levels.push_back(categorical_layers[j]->forward(in[0].select(-1, n_reals + static_cast<int64_t>(j))));
+      parts.push_back(at::stack(levels, -2));
+    }
+    return Tensors{parts.size() == 1 ? parts[0] : at::cat(parts, -2)};
+  });
 }
 
 TemporalFusionTransformerImpl::SequenceOutputs TemporalFusionTransformerImpl::encode_decode(

@@ -24,14 +24,16 @@ std::optional<data::RegimeCoverage> prepare_observers(model::TemporalFusionTrans
                                                       size_t batch_size, uint64_t seed, c10::Device device,
                                                       TrainingEvents& events,
                                                       const std::function<bool()>& stop_requested,
-                                                      quant::ObserverUpdate update) {
+                                                      quant::ObserverUpdate update, const dist::Ranks& ranks) {
   auto stats = quant::observer_stats(*model);
   const bool fresh = std::all_of(stats.begin(), stats.end(), [](const auto& s) { return s.samples == 0; });
   std::optional<data::RegimeCoverage> coverage;
   if (fresh && recipe.calibration_batches > 0) {
     events.calibration_started(recipe.calibration_batches);
-    calibrate_observers(model, dataset, recipe.calibration_batches, batch_size, seed, device, stop_requested, update);
-    coverage = data::calibration_coverage(dataset, recipe.calibration_batches, batch_size, seed);
+    calibrate_observers(model, dataset, recipe.calibration_batches, batch_size, seed, device, stop_requested, update,
+                        ranks);
+    coverage = data::calibration_coverage(dataset, recipe.calibration_batches,
+                                          batch_size * static_cast<size_t>(ranks.count()), seed);
     events.calibration_finished(model, *coverage);
   }
   if (recipe.freeze_observers) {
@@ -233,11 +235,13 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
   // An update keeps learning the ranges: the observers' moving averages go on from the file.
   if (update && !setup.resume) quant::unfreeze_observers(*run.model);
   if (run.model->options().use_qat() && !setup.resume) {
-    // Every rank calibrates on the same batches, so their observers agree before training.
-    const auto stop = dist::stop_on_any_rank(setup.group, setup.stop_requested);
-    const auto update = resolve_observer_update(setup.train.observer_update, dist::Ranks(setup.group).count());
-    run.calibration_coverage = prepare_observers(run.model, *run.dataset, setup.qat, setup.train.batch_size,
-                                                 setup.train.seed, setup.device, events, stop, update);
+    // Each rank calibrates on its share of every global batch, as it trains, and the batch's
+    // one collective gives every rank's observers the same update and every rank the stop.
+    const dist::Ranks ranks(setup.group);
+    const auto update = resolve_observer_update(setup.train.observer_update, ranks.count());
+    run.calibration_coverage =
+        prepare_observers(run.model, *run.dataset, setup.qat, setup.train.batch_size, setup.train.seed, setup.device,
+                          events, setup.stop_requested, update, ranks);
   }
 
   run.baselines = eval::evaluate_baselines(*run.dataset, data::Split::Validation, run.model->options().quantiles());
@@ -269,10 +273,11 @@ QatPhase start_qat_phase(const model::TftOptions& fp32_options, const artifact::
   QatRecipe recipe;
   recipe.calibration_batches = plan.calibration_batches;
   recipe.freeze_observers = plan.live_epochs == 0;
-  // Every rank calibrates on the same batches, so their observers agree before training.
-  const auto update = resolve_observer_update(train.observer_update, dist::Ranks(group).count());
+  // Each rank calibrates on its share of every global batch (prepare_training says why).
+  const dist::Ranks ranks(group);
+  const auto update = resolve_observer_update(train.observer_update, ranks.count());
   phase.calibration_coverage = prepare_observers(phase.model, *dataset, recipe, train.batch_size, train.seed, device,
-                                                 events, dist::stop_on_any_rank(group, stop_requested), update);
+                                                 events, stop_requested, update, ranks);
   phase.trainer = std::make_unique<Trainer>(phase.model, dataset, plan.fine_tuning(train), device);
   phase.trainer->set_data_parallel(group);
   phase.trainer->continue_after(fp32_state);

@@ -82,6 +82,37 @@ TEST_F(DistributedCli, TwoWorkersOfBatchBTrainAsOneProcessOfBatch2B) {
             nlohmann::json::parse(test::read_text(dir_.file("two.json")))["val_loss"].get<double>());
 }
 
+TEST_F(DistributedCli, TwoWorkersCalibrateAsOneProcessOfTheGlobalBatch) {
+  // The default QAT route: live observers, calibrated first, updated once a step (the ranks'
+  // default; one process takes it by flag). Each rank calibrates on its half of every global
+  // batch (before, each calibrated on batches of its own size, half the windows one process
+  // of the global batch sees), and each batch's one collective merges the halves' extremes.
+  const std::string common =
+      " --epochs 1 --max-batches-per-epoch 2 --dropout 0 --seed 3 --use-qat --qat-calibration-batches 4 "
+      "--observer-update step";
+  auto two =
+      run_qtft(dir_, train_args(common + " --nproc 2 --batch-size 8 --save-model " + dir_.file("two.safetensors")));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  auto one = run_qtft(dir_, train_args(common + " --batch-size 16 --save-model " + dir_.file("one.safetensors")));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto a = artifact::load_model_file(dir_.file("one.safetensors"));
+  const auto b = artifact::load_model_file(dir_.file("two.safetensors"));
+  ASSERT_EQ(a.weights.size(), b.weights.size());
+  int zero_points = 0;
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    const auto& [name, value] = a.weights[i];
+    ASSERT_EQ(name, b.weights[i].first);
+    const double difference = (value.to(at::kDouble) - b.weights[i].second.to(at::kDouble)).abs().max().item<double>();
+    if (name.ends_with("zero_point")) {
+      ++zero_points;
+      EXPECT_LE(difference, 1.0) << name;  // at most one step of rounding, where it was up to 33
+    } else {
+      EXPECT_LE(difference, 1e-5) << name;
+    }
+  }
+  EXPECT_GT(zero_points, 0) << "the files hold the observers";
+}
+
 TEST_F(DistributedCli, UnderTorchrunTheRanksTrainAsNprocTrains) {
   // torchrun hosts the rendezvous store itself (TORCHELASTIC_USE_AGENT_STORE), so rank 0
   // joins it as a client; the result is bitwise that of qtft's own launcher.

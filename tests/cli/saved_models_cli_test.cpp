@@ -1,8 +1,8 @@
-// Models of today's defaults are those of the tree before declared inputs (3f2c661), and the
-// files that tree saved load and forecast as they did. tests/data/golden/make_golden.sh made
-// the golden files with that tree's binary and recorded the CPU it ran on: equal bits are
-// promised on that CPU only (kernels round differently on others, where the weights and
-// forecasts must agree to float rounding); the metadata, computed in plain double
+// Models of today's defaults are those of the tree before declared inputs (3f2c661), to float
+// rounding, and the files that tree saved load and forecast as they did.
+// tests/data/golden/make_golden.sh made the golden files with that tree's binary and recorded
+// the CPU it ran on: equal forecasts are promised on that CPU only (kernels round differently
+// on others, where they must agree to float rounding); the metadata, computed in plain double
 // arithmetic, is equal everywhere.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -85,10 +85,10 @@ TEST_P(SavedModelsCli, TodaysDefaultsTrainTheModelOfBeforeDeclaredInputs) {
     ASSERT_EQ(today.weights[i].first, before.weights[i].first);
     EXPECT_TRUE(at::allclose(today.weights[i].second, before.weights[i].second, 1e-4, 1e-5)) << today.weights[i].first;
   }
-  if (on_the_golden_cpu()) {
-    run = run_qtft(dir_, "diff " + golden(".safetensors") + " " + model);
-    EXPECT_EQ(run.exit_code, 0) << run.out;
-  }
+  // Not bitwise, even on the golden CPU: since the grouped selection networks (issue 35) a
+  // selector multiplies the concatenated inputs in one product where training summed a
+  // product per input, and the grouped products' gradients sum in their own order. A
+  // forward of the same weights is still bitwise (AFileSavedBeforeDeclaredInputsForecastsAsItDid).
 }
 
 TEST_P(SavedModelsCli, AFileSavedBeforeDeclaredInputsForecastsAsItDid) {

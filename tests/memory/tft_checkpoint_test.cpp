@@ -41,10 +41,11 @@ struct TrainingRun {
 };
 
 TrainingRun train_steps(Quant quant, CheckpointPolicy policy, int steps = 3, int64_t lstm_layers = 1,
-                        bool declared = false) {
+                        bool declared = false, bool narrow_inputs = false) {
   const data::Dataset d = declared ? test::tiny_declared_dataset() : test::tiny_dataset();
   model::TftOptions options = test::tiny_model_options(d);
   options.dropout(0.2).use_qat(quant != Quant::Fp32).lstm_layers(lstm_layers);
+  if (narrow_inputs) options.variable_hidden_size(options.hidden_size() / 2);
   auto model = model::build_model(options, 7);
   const auto update = quant == Quant::QatStep ? quant::ObserverUpdate::Step : quant::ObserverUpdate::Immediate;
   if (quant != Quant::Fp32) train::calibrate_observers(model, d, 2, 16, 42, kCpu, {}, update);
@@ -114,6 +115,15 @@ INSTANTIATE_TEST_SUITE_P(Policies, TftCheckpoint,
                                                               Quant::QatStep),
                                             ::testing::Values(CheckpointPolicy::Blocks, CheckpointPolicy::Lstm)),
                          case_name);
+
+TEST(TftCheckpoint, NarrowInputsTrainBitIdentically) {
+  // --variable-hidden-size below the hidden size: narrower embeddings and GRNs, and the
+  // selected sums projected, with declared categoricals embedded at the narrow width too.
+  for (const Quant quant : {Quant::Fp32, Quant::QatLive, Quant::QatStep}) {
+    const TrainingRun reference = train_steps(quant, CheckpointPolicy::None, 2, 1, true, true);
+    expect_bit_identical(reference, train_steps(quant, CheckpointPolicy::Blocks, 2, 1, true, true));
+  }
+}
 
 TEST(TftCheckpoint, DeclaredStaticsAndCategoricalsTrainBitIdentically) {
   // Static reals and categoricals, observed and known categoricals: their embeddings and

@@ -43,7 +43,7 @@ void check_gradient(const std::function<at::Tensor()>& f, const at::Tensor& targ
     const double down = f().item<double>();
     data[i] = original;
     const double numeric = (up - down) / (2 * kEps);
-    const double autograd = analytic.view(-1)[i].item<double>();
+    const double autograd = analytic.reshape(-1)[i].item<double>();
     EXPECT_NEAR(autograd, numeric, kTolerance * std::max(1.0, std::abs(numeric))) << what << " element " << i;
   }
 }

@@ -53,6 +53,24 @@ TEST(TftOptionsTest, ValidationNamesTheFlag) {
   EXPECT_THAT(usage_error([](TftOptions& o) { o.dropout(std::nan("")); }), HasSubstr("--dropout"));
   EXPECT_THAT(usage_error([](TftOptions& o) { o.encoder_length(0); }), HasSubstr("--encoder-length"));
   EXPECT_THAT(usage_error([](TftOptions& o) { o.horizon(0); }), HasSubstr("--horizon"));
+  EXPECT_THAT(usage_error([](TftOptions& o) { o.variable_hidden_size(-1); }), HasSubstr("--variable-hidden-size"));
+  EXPECT_THAT(usage_error([](TftOptions& o) { o.variable_hidden_size(TftOptions::kMaxHiddenSize + 1); }),
+              HasSubstr("--variable-hidden-size"));
+}
+
+TEST(TftOptionsTest, VariableHiddenSizeDefaultsToTheHiddenSizeForFewInputs) {
+  EXPECT_EQ(valid().hidden_size(64).variable_width(), 64) << "0 stands for the hidden size";
+  EXPECT_EQ(valid().hidden_size(64).variable_hidden_size(16).variable_width(), 16);
+  EXPECT_EQ(default_variable_hidden_size(160, 9), 160);
+  EXPECT_EQ(default_variable_hidden_size(160, kNarrowVariablesFrom - 1), 160);
+  EXPECT_EQ(default_variable_hidden_size(160, kNarrowVariablesFrom), kWideVariableHiddenSize);
+  EXPECT_EQ(default_variable_hidden_size(160, 220), kWideVariableHiddenSize);
+  EXPECT_EQ(default_variable_hidden_size(8, 220), 8) << "never wider than the hidden size";
+  // At the hidden size the config has no field, so that files keep their text.
+  EXPECT_FALSE(to_json(valid().variable_hidden_size(64)).contains("variable_hidden_size"));
+  const auto narrow = to_json(valid().variable_hidden_size(16));
+  EXPECT_EQ(narrow.at("variable_hidden_size"), 16);
+  EXPECT_EQ(tft_options_from_json(narrow).variable_width(), 16);
 }
 
 TEST(TftOptionsTest, QuantilesMustBeSortedNonEmptyAndInsideTheUnitInterval) {

@@ -60,13 +60,13 @@ class DenseImpl : public torch::nn::Module {
   bool use_integer_product(const quant::QuantizedWeight& weight, const quant::ActivationFakeQuantImpl& input);
   bool integer_product_in_use() const { return integer_product_ != nullptr; }
 
+  // The weight the product uses: fake-quantized per output channel under QAT.
+  at::Tensor weight_in_use() const;
+
   torch::nn::Linear linear{nullptr};
   quant::ActivationFakeQuant output_quant{nullptr};
 
  private:
-  // The weight the product uses: fake-quantized per output channel under QAT.
-  at::Tensor weight_in_use() const;
-
   DenseOptions options_;
   int64_t weight_bits_ = 8;
   bool weight_prequantized_ = false;

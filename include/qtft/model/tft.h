@@ -38,7 +38,8 @@ struct TftOutput {
 // categoricals. Submodule names are stable paths (quantization hangs observers on them,
 // model files store weights under them):
 //
-//   observed_embeddings.<i>, known_embeddings.<i>,  Dense(1 -> hidden) per real input
+//   observed_embeddings.<i>, known_embeddings.<i>,  Dense(1 -> width) per real input (width:
+//                                                   --variable-hidden-size; statics: hidden)
 //   static_embeddings.<i>
 //   observed_categorical_embeddings.<i>, ...        CategoricalEmbedding per categorical input
 //   known_..., static_categorical_embeddings.<i>
@@ -158,6 +159,9 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
   at::Tensor output_quantiles(const AttentionOutputs& attention, const at::Tensor& temporal,
                               const memory::BlockCheckpointing& blocks);
 
+  // One kind's inputs x [B, T, reals + categoricals] embedded as [B, T, inputs, width].
+  at::Tensor embed_kind(torch::nn::ModuleList& reals, torch::nn::ModuleList& categoricals, const at::Tensor& x,
+                        const memory::BlockCheckpointing& blocks);
   void enable_qat();
   at::Tensor embed_symbol(const at::Tensor& symbol);
   // The LSTM's weights as its kernel takes them (fake-quantized matrices under QAT).

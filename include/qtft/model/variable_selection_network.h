@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qtft/memory/block_checkpointing.h"
+#include "qtft/model/dense.h"
 #include "qtft/model/gated_residual_network.h"
 
 namespace qtft::model {
@@ -19,9 +20,15 @@ struct VariableSelectionNetworkOptions {
       : num_inputs_(num_inputs), hidden_size_(hidden_size) {}
   TORCH_ARG(int64_t, num_inputs);
   TORCH_ARG(int64_t, hidden_size);
+  // Width of each embedded input and of its GRN; 0 means hidden_size. When narrower, the
+  // selected sum is projected to hidden_size (output_projection).
+  TORCH_ARG(int64_t, variable_size) = 0;
   TORCH_ARG(double, dropout) = 0.0;
   // Width of the static context that steers the selection; 0 means none (static selection).
   TORCH_ARG(int64_t, context_size) = 0;
+
+ public:  // TORCH_ARG leaves the access at private
+  int64_t variable_width() const { return variable_size_ > 0 ? variable_size_ : hidden_size_; }
 };
 
 struct VariableSelectionOutput {
@@ -31,7 +38,11 @@ struct VariableSelectionOutput {
 
 // Variable selection (Lim et al., eqs. 6-8): weights = softmax(flattened_grn(concat of the
 // embedded inputs, c)), each input passes through its own GRN (variable_grns.<i>), and the
-// output is their weighted sum. The weights are the model's per-input importance.
+// output is their weighted sum (projected to the hidden size when the inputs are narrower).
+// The weights are the model's per-input importance.
+//
+// The variables' GRNs run as one batched network (model/grouped_variables.h); the
+// per-variable modules hold the parameters and remain the reference (forward_per_variable).
 //
 // With a single input the softmax is the constant 1 and a flattened GRN would never learn
 // (its gradient is exactly zero), so none is built and the weight is returned as ones.
@@ -39,23 +50,35 @@ class VariableSelectionNetworkImpl : public torch::nn::Module {
  public:
   explicit VariableSelectionNetworkImpl(VariableSelectionNetworkOptions options);
 
-  // inputs: [..., num_inputs, hidden], e.g. [B, T, n, hidden] over time or [B, n, hidden]
-  // for static inputs. context: as for GatedResidualNetwork::forward (e.g. [B, C]).
+  // inputs: [..., num_inputs, width], e.g. [B, T, n, width] over time or [B, n, width] for
+  // static inputs. context: as for GatedResidualNetwork::forward (e.g. [B, C]).
   VariableSelectionOutput forward(const at::Tensor& inputs, const at::Tensor& context = {});
 
-  // The same on the embedded inputs one by one (each [..., hidden]), as blocks: the
-  // selector ("selection_weights") and each variable's GRN ("selected_variable", or
-  // "variable_selection" for a single input) run through `blocks`, which checkpoints them
-  // or not. Either way the result is bitwise the same.
-  VariableSelectionOutput forward_variables(const std::vector<at::Tensor>& inputs, const at::Tensor& context,
-                                            const memory::BlockCheckpointing& blocks);
+  // The same as blocks: the selector ("selection_weights") and the variables' GRNs with
+  // the weighted sum ("selected_variables", or "variable_selection" for a single input) run
+  // through `blocks`, which checkpoints them or not. Either way the result is bitwise the same.
+  VariableSelectionOutput forward_blocks(const at::Tensor& inputs, const at::Tensor& context,
+                                         const memory::BlockCheckpointing& blocks);
+
+  // The reference: each variable's GRN on its own, the selector on the concatenation. The
+  // same forward and gradients as the grouped one to float rounding. Int8 inference takes
+  // this path, as its integer products are per layer.
+  VariableSelectionOutput forward_per_variable(const at::Tensor& inputs, const at::Tensor& context = {});
 
   const VariableSelectionNetworkOptions& options() const { return options_; }
 
   GatedResidualNetwork flattened_grn{nullptr};  // registered only when num_inputs > 1
   torch::nn::ModuleList variable_grns{nullptr};
+  Dense output_projection{nullptr};  // registered only when variable_size < hidden_size
 
  private:
+  void check_inputs(const at::Tensor& inputs) const;
+  at::Tensor selection_weights(const at::Tensor& inputs, const at::Tensor& context);
+  // The variables' GRNs as one network, weighted by `weights` and summed.
+  at::Tensor selected_variables(const at::Tensor& inputs, const at::Tensor& weights);
+  at::Tensor project(at::Tensor selected);
+  bool integer_products_in_use() const;
+
   VariableSelectionNetworkOptions options_;
 };
 TORCH_MODULE(VariableSelectionNetwork);

@@ -147,13 +147,12 @@ artifact::ModelFile training_model_file(const PreparedTraining& run);
 // The QAT preamble on a model: observers that have seen no data are calibrated on
 // `recipe.calibration_batches` training batches; with freeze_observers they are then frozen.
 // Returns the calibration's regime coverage when it calibrated. The calibration takes its
-// batches in as `update` says (calibrate_observers), as the training that follows will.
-std::optional<data::RegimeCoverage> prepare_observers(model::TemporalFusionTransformer& model,
-                                                      const data::Dataset& dataset, const QatRecipe& recipe,
-                                                      size_t batch_size, uint64_t seed, c10::Device device,
-                                                      TrainingEvents& events,
-                                                      const std::function<bool()>& stop_requested = {},
-                                                      quant::ObserverUpdate update = quant::ObserverUpdate::Immediate);
+// batches in as `update` says (calibrate_observers), as the training that follows will, a
+// global batch of batch_size per rank across `ranks`.
+std::optional<data::RegimeCoverage> prepare_observers(
+    model::TemporalFusionTransformer& model, const data::Dataset& dataset, const QatRecipe& recipe, size_t batch_size,
+    uint64_t seed, c10::Device device, TrainingEvents& events, const std::function<bool()>& stop_requested = {},
+    quant::ObserverUpdate update = quant::ObserverUpdate::Immediate, const dist::Ranks& ranks = dist::Ranks());
 
 // Post-training quantization of a QAT-converted model: calibrate on `batches` training
 // batches, then freeze. PTQ in `qtft quantize` and in the accuracy comparison. Returns

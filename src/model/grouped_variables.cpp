@@ -1,0 +1,88 @@
+#include "qtft/model/grouped_variables.h"
+
+#include <ATen/ops/baddbmm.h>
+#include <ATen/ops/elu.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/stack.h>
+#include <c10/util/Exception.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace qtft::model {
+namespace {
+
+at::Tensor stacked_weights(const std::vector<DenseImpl*>& layers) {
+  std::vector<at::Tensor> weights;
+  weights.reserve(layers.size());
+  for (const DenseImpl* layer : layers) weights.push_back(layer->weight_in_use());
+  return at::stack(weights);
+}
+
+at::Tensor stacked_biases(const std::vector<DenseImpl*>& layers) {
+  std::vector<at::Tensor> biases;
+  biases.reserve(layers.size());
+  for (const DenseImpl* layer : layers) {
+    TORCH_CHECK(layer->linear->bias.defined(), "grouped layers: every layer needs a bias");
+    biases.push_back(layer->linear->bias);
+  }
+  return at::stack(biases);
+}
+
+// Variable i's slice (along `dim`) through layers[i]'s observer, restacked.
+at::Tensor observe_each(const std::vector<DenseImpl*>& layers, const at::Tensor& x, int64_t dim) {
+  if (!layers.front()->qat_enabled()) return x;
+  std::vector<at::Tensor> observed;
+  observed.reserve(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    observed.push_back(layers[i]->output_quant(x.select(dim, static_cast<int64_t>(i))));
+  }
+  return at::stack(observed, dim);
+}
+
+}  // namespace
+
+at::Tensor grouped_dense(const std::vector<DenseImpl*>& layers, const at::Tensor& x) {
+  TORCH_CHECK(!layers.empty() && x.dim() == 3 && x.size(0) == static_cast<int64_t>(layers.size()) &&
+                  x.size(2) == layers.front()->options().in_features(),
+              "grouped layers: expected input [", layers.size(), ", rows, ",
+              layers.empty() ? 0 : layers.front()->options().in_features(), "], got ", x.sizes());
+  const at::Tensor product =
+      at::baddbmm(stacked_biases(layers).unsqueeze(1), x, stacked_weights(layers).transpose(1, 2));
+  return observe_each(layers, product, 0);
+}
+
+at::Tensor grouped_real_embedding(const std::vector<DenseImpl*>& layers, const at::Tensor& raw) {
+  TORCH_CHECK(!layers.empty() && raw.dim() >= 1 && raw.size(-1) == static_cast<int64_t>(layers.size()) &&
+                  layers.front()->options().in_features() == 1,
+              "grouped embedding: expected ", layers.size(), " raw inputs in the last dimension, got ", raw.sizes());
+  // Dense(1 -> width) is x * weight column + bias, a product then a sum as at::linear
+  // rounds them for one column of the input (a fused multiply-add would round once).
+  const at::Tensor embedded = raw.unsqueeze(-1) * stacked_weights(layers).squeeze(-1) + stacked_biases(layers);
+  return observe_each(layers, embedded, -2);
+}
+
+at::Tensor grouped_grn_residual(const std::vector<GatedResidualNetworkImpl*>& grns, const at::Tensor& x) {
+  std::vector<DenseImpl*> fc1, fc2, value, gate;
+  for (GatedResidualNetworkImpl* grn : grns) {
+    TORCH_CHECK(!grn->context_projection && !grn->skip_projection,
+                "grouped GRNs: expected GRNs without context or skip projection");
+    fc1.push_back(grn->fc1.get());
+    fc2.push_back(grn->fc2.get());
+    value.push_back(grn->gate->fc.get());
+    gate.push_back(grn->gate->gate_fc.get());
+  }
+  at::Tensor hidden = grouped_dense(fc2, at::elu(grouped_dense(fc1, x)));
+  if (grns.front()->dropout->is_training() && grns.front()->dropout->p() > 0.0) {
+    // Each variable's dropout draws its own mask, in variable order, as its GRN would.
+    std::vector<at::Tensor> dropped;
+    dropped.reserve(grns.size());
+    for (size_t i = 0; i < grns.size(); ++i) {
+      dropped.push_back(grns[i]->dropout->forward(hidden.select(0, static_cast<int64_t>(i))));
+    }
+    hidden = at::stack(dropped);
+  }
+  return x + at::sigmoid(grouped_dense(gate, hidden)) * grouped_dense(value, hidden);
+}
+
+}  // namespace qtft::model

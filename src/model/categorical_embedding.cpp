@@ -11,7 +11,11 @@ CategoricalEmbeddingImpl::CategoricalEmbeddingImpl(int64_t categories, int64_t h
   embedding = register_module("embedding", torch::nn::Embedding(categories, hidden_size));
 }
 
-at::Tensor CategoricalEmbeddingImpl::forward(const at::Tensor& codes) {
+at::Tensor CategoricalEmbeddingImpl::forward(const at::Tensor& codes) { return embed(codes, true); }
+
+at::Tensor CategoricalEmbeddingImpl::forward_again(const at::Tensor& codes) { return embed(codes, false); }
+
+at::Tensor CategoricalEmbeddingImpl::embed(const at::Tensor& codes, bool observe) {
   const at::Tensor index = codes.to(at::kLong);
   if (codes.is_cpu() && codes.numel() > 0) {
     // As for the symbol: on the CPU a clear message costs nothing, on CUDA it would sync.
@@ -22,8 +26,9 @@ at::Tensor CategoricalEmbeddingImpl::forward(const at::Tensor& codes) {
   }
   if (output_quant.is_empty()) return embedding(index);
   const at::Tensor& table = embedding->weight;
-  return output_quant(
-      at::embedding(weight_prequantized_ ? table : quant::fake_quantize_weight(table, weight_bits_), index));
+  at::Tensor embedded =
+      at::embedding(weight_prequantized_ ? table : quant::fake_quantize_weight(table, weight_bits_), index);
+  return observe ? output_quant(std::move(embedded)) : output_quant->reapply(std::move(embedded));
 }
 
 void CategoricalEmbeddingImpl::enable_qat(const quant::QatSettings& settings) {

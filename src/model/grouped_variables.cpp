@@ -29,13 +29,15 @@ at::Tensor stacked_biases(const std::vector<DenseImpl*>& layers) {
   return at::stack(biases);
 }
 
-// Variable i's slice (along `dim`) through layers[i]'s observer, restacked.
-at::Tensor observe_each(const std::vector<DenseImpl*>& layers, const at::Tensor& x, int64_t dim) {
+// Variable i's slice (along `dim`) through layers[i]'s observer, restacked; with `observe`
+// false the observers reapply their stored parameters.
+at::Tensor observe_each(const std::vector<DenseImpl*>& layers, const at::Tensor& x, int64_t dim, bool observe = true) {
   if (!layers.front()->qat_enabled()) return x;
-  std::vector<at::Tensor> observed;
-  observed.reserve(layers.size());
+  // unbind, not a select per variable: its backward stacks the slices' gradients in one
+  // pass, where each select's would fill a zeroed gradient of x's full size.
+  std::vector<at::Tensor> observed = x.unbind(dim);
   for (size_t i = 0; i < layers.size(); ++i) {
-    observed.push_back(layers[i]->output_quant(x.select(dim, static_cast<int64_t>(i))));
+    observed[i] = observe ? layers[i]->output_quant(observed[i]) : layers[i]->output_quant->reapply(observed[i]);
   }
   return at::stack(observed, dim);
 }
@@ -52,14 +54,14 @@ at::Tensor grouped_dense(const std::vector<DenseImpl*>& layers, const at::Tensor
   return observe_each(layers, product, 0);
 }
 
-at::Tensor grouped_real_embedding(const std::vector<DenseImpl*>& layers, const at::Tensor& raw) {
+at::Tensor grouped_real_embedding(const std::vector<DenseImpl*>& layers, const at::Tensor& raw, bool observe) {
   TORCH_CHECK(!layers.empty() && raw.dim() >= 1 && raw.size(-1) == static_cast<int64_t>(layers.size()) &&
                   layers.front()->options().in_features() == 1,
               "grouped embedding: expected ", layers.size(), " raw inputs in the last dimension, got ", raw.sizes());
   // Dense(1 -> width) is x * weight column + bias, a product then a sum as at::linear
   // rounds them for one column of the input (a fused multiply-add would round once).
   const at::Tensor embedded = raw.unsqueeze(-1) * stacked_weights(layers).squeeze(-1) + stacked_biases(layers);
-  return observe_each(layers, embedded, -2);
+  return observe_each(layers, embedded, -2, observe);
 }
 
 at::Tensor grouped_grn_residual(const std::vector<GatedResidualNetworkImpl*>& grns, const at::Tensor& x) {
@@ -75,14 +77,13 @@ at::Tensor grouped_grn_residual(const std::vector<GatedResidualNetworkImpl*>& gr
   at::Tensor hidden = grouped_dense(fc2, at::elu(grouped_dense(fc1, x)));
   if (grns.front()->dropout->is_training() && grns.front()->dropout->p() > 0.0) {
     // Each variable's dropout draws its own mask, in variable order, as its GRN would.
-    std::vector<at::Tensor> dropped;
-    dropped.reserve(grns.size());
-    for (size_t i = 0; i < grns.size(); ++i) {
-      dropped.push_back(grns[i]->dropout->forward(hidden.select(0, static_cast<int64_t>(i))));
-    }
+    std::vector<at::Tensor> dropped = hidden.unbind(0);
+    for (size_t i = 0; i < grns.size(); ++i) dropped[i] = grns[i]->dropout->forward(dropped[i]);
     hidden = at::stack(dropped);
   }
-  return x + at::sigmoid(grouped_dense(gate, hidden)) * grouped_dense(value, hidden);
+  // The gated branch first: the sum takes its contiguous layout, not x's strided one (x may
+  // be a transposed view of the [rows, variables, width] inputs).
+  return at::sigmoid(grouped_dense(gate, hidden)) * grouped_dense(value, hidden) + x;
 }
 
 }  // namespace qtft::model

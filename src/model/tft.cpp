@@ -342,41 +342,89 @@ TemporalFusionTransformerImpl::SelectedInputs TemporalFusionTransformerImpl::sel
     const at::Tensor& observed, const at::Tensor& known, const at::Tensor& context,
     const memory::BlockCheckpointing& blocks) {
   // Past inputs are observed then known (the order of encoder_weights); future inputs are
-  // known. Each kind is embedded by one block, the known inputs once over encoder and
-  // decoder together, into the [..., inputs, width] layout the selection networks take.
+  // known. The selection networks embed them from the raw columns in each block that needs
+  // them, so that no block keeps the embeddings (a [B, T, inputs, width] tensor, the largest
+  // a wide model holds); their observers take the step's batch in first, here, the known
+  // inputs once over encoder and decoder together.
   const int64_t l = options_.encoder_length(), h = options_.horizon();
-  const at::Tensor known_embedded = embed_kind(known_embeddings, known_categorical_embeddings, known, blocks);
-  const at::Tensor past_known = known_embedded.narrow(1, 0, l);
-  const at::Tensor past =
-      options_.num_observed() == 0
-          ? past_known
-          : at::cat({embed_kind(observed_embeddings, observed_categorical_embeddings, observed, blocks), past_known},
-                    2);
+  if (options_.use_qat()) observe_input_embeddings(observed, known);
+  const InputKind observed_kind = input_kind(observed_embeddings, observed_categorical_embeddings);
+  const InputKind known_kind = input_kind(known_embeddings, known_categorical_embeddings);
+  const int64_t b = observed.size(0);
+  const SelectionInputs past{{observed, known.narrow(1, 0, l)},
+                             b * l,
+                             [observed_kind, known_kind](const Tensors& raw, int64_t first, int64_t count) {
+                               return embed_variables({observed_kind, known_kind}, raw, first, count);
+                             }};
+  const SelectionInputs future{
+      {known.narrow(1, l, h)}, b * h, [known_kind](const Tensors& raw, int64_t first, int64_t count) {
+        return embed_variables({known_kind}, raw, first, count);
+      }};
   auto selected_past = encoder_vsn->forward_blocks(past, context, blocks);
-  auto selected_future = decoder_vsn->forward_blocks(known_embedded.narrow(1, l, h).contiguous(), context, blocks);
+  auto selected_future = decoder_vsn->forward_blocks(future, context, blocks);
   return {std::move(selected_past), std::move(selected_future)};
 }
 
-at::Tensor TemporalFusionTransformerImpl::embed_kind(torch::nn::ModuleList& reals, torch::nn::ModuleList& categoricals,
-                                                     const at::Tensor& x, const memory::BlockCheckpointing& blocks) {
-  // x [B, T, reals + categoricals] -> [B, T, inputs, width]; a categorical's column follows
-  // its kind's reals.
-  std::vector<DenseImpl*> real_layers;
-  for (const auto& module : *reals) real_layers.push_back(module->as<DenseImpl>());
-  std::vector<CategoricalEmbeddingImpl*> categorical_layers;
-  for (const auto& module : *categoricals) categorical_layers.push_back(module->as<CategoricalEmbeddingImpl>());
-  return blocks.run_one("input_embeddings", {x}, [real_layers, categorical_layers](const Tensors& in) {
-    const auto n_reals = static_cast<int64_t>(real_layers.size());
-    Tensors parts;
-    if (n_reals > 0) parts.push_back(grouped_real_embedding(real_layers, in[0].narrow(-1, 0, n_reals)));
-    if (!categorical_layers.empty()) {
+TemporalFusionTransformerImpl::InputKind TemporalFusionTransformerImpl::input_kind(
+    torch::nn::ModuleList& reals, torch::nn::ModuleList& categoricals) {
+  InputKind kind;
+  for (const auto& module : *reals) kind.reals.push_back(module->as<DenseImpl>());
+  for (const auto& module : *categoricals) kind.categoricals.push_back(module->as<CategoricalEmbeddingImpl>());
+  return kind;
+}
+
+void TemporalFusionTransformerImpl::observe_input_embeddings(const at::Tensor& observed, const at::Tensor& known) {
+  // The embeddings' one observation of the step, without gradient: the selection networks'
+  // blocks reapply the parameters it leaves (bitwise what it returns) to embeddings of their own.
+  c10::NoGradGuard no_grad;
+  for (const auto& [kind, x] : {std::pair{input_kind(observed_embeddings, observed_categorical_embeddings), observed},
+                                std::pair{input_kind(known_embeddings, known_categorical_embeddings), known}}) {
+    const auto reals = static_cast<int64_t>(kind.reals.size());
+    if (reals > 0) grouped_real_embedding(kind.reals, x.narrow(-1, 0, reals));
+    for (size_t j = 0; j < kind.categoricals.size(); ++j)
+      kind.categoricals[j]->forward(x.select(-1, reals + static_cast<int64_t>(j)));
+  }
+}
+
+at::Tensor TemporalFusionTransformerImpl::embed_variables(const std::vector<InputKind>& kinds, const Tensors& raw,
+                                                          int64_t first, int64_t count) {
+  // The variables run through the kinds in order, each kind's reals before its categoricals.
+  // Reals of several kinds with no categorical between them are embedded in one pass over
+  // their raw columns side by side: a concatenation of the raw columns, not of the embeddings.
+  if (std::all_of(kinds.begin(), kinds.end(), [](const InputKind& k) { return k.categoricals.empty(); })) {
+    std::vector<DenseImpl*> layers;
+    Tensors columns;
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      layers.insert(layers.end(), kinds[k].reals.begin(), kinds[k].reals.end());
+      if (!kinds[k].reals.empty()) columns.push_back(raw[k]);
+    }
+    const at::Tensor all = columns.size() == 1 ? columns[0] : at::cat(columns, -1);
+    const std::vector<DenseImpl*> chosen(layers.begin() + first, layers.begin() + first + count);
+    return grouped_real_embedding(chosen, all.narrow(-1, first, count), false);
+  }
+  Tensors parts;
+  const int64_t end = first + count;
+  int64_t start = 0;  // the variable index where the current kind's segment begins
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const InputKind& kind = kinds[k];
+    const auto reals = static_cast<int64_t>(kind.reals.size());
+    const int64_t a = std::max(first, start), b = std::min(end, start + reals);
+    if (a < b) {
+      const std::vector<DenseImpl*> layers(kind.reals.begin() + (a - start), kind.reals.begin() + (b - start));
+      parts.push_back(grouped_real_embedding(layers, raw[k].narrow(-1, a - start, b - a), false));
+    }
+    start += reals;
+    const auto categoricals = static_cast<int64_t>(kind.categoricals.size());
+    const int64_t c = std::max(first, start), d = std::min(end, start + categoricals);
+    if (c < d) {
       Tensors levels;
-      for (size_t j = 0; j < categorical_layers.size(); ++j)
-        levels.push_back(categorical_layers[j]->forward(in[0].select(-1, n_reals + static_cast<int64_t>(j))));
+      for (int64_t j = c - start; j < d - start; ++j)
+        levels.push_back(kind.categoricals[static_cast<size_t>(j)]->forward_again(raw[k].select(-1, reals + j)));
       parts.push_back(at::stack(levels, -2));
     }
-    return Tensors{parts.size() == 1 ? parts[0] : at::cat(parts, -2)};
-  });
+    start += categoricals;
+  }
+  return parts.size() == 1 ? parts[0] : at::cat(parts, -2);
 }
 
 TemporalFusionTransformerImpl::SequenceOutputs TemporalFusionTransformerImpl::encode_decode(

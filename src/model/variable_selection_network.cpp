@@ -5,6 +5,8 @@
 #include <ATen/ops/softmax.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -42,59 +44,101 @@ void VariableSelectionNetworkImpl::check_inputs(const at::Tensor& inputs) const 
 }
 
 VariableSelectionOutput VariableSelectionNetworkImpl::forward(const at::Tensor& inputs, const at::Tensor& context) {
-  return forward_blocks(inputs, context, memory::BlockCheckpointing());
+  check_inputs(inputs);
+  // Inputs already embedded: a chunk's are a slice of them.
+  const int64_t rows = inputs.numel() / (options_.num_inputs() * options_.variable_width());
+  const SelectionInputs embedded{{inputs}, rows, [](const std::vector<at::Tensor>& raw, int64_t first, int64_t count) {
+                                   return raw[0].narrow(-2, first, count);
+                                 }};
+  return forward_blocks(embedded, context, memory::BlockCheckpointing());
 }
 
-VariableSelectionOutput VariableSelectionNetworkImpl::forward_blocks(const at::Tensor& inputs,
+int64_t VariableSelectionNetworkImpl::chunk_size(int64_t rows) const {
+  const auto n = options_.num_inputs();
+  const auto square_root = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(n))));
+  // A chunk's [variables, rows, width] activations stay under kChunkFloats each: the CPU
+  // allocator serves such blocks again from its heap, where larger ones are mapped and
+  // faulted in afresh for every operator (the grouped step took twice the per-variable
+  // one's time at 220 inputs of width 160 with whole-selector tensors).
+  const int64_t fitting = kChunkFloats / std::max<int64_t>(1, rows * options_.variable_width());
+  return std::clamp<int64_t>(fitting, 1, square_root);
+}
+
+VariableSelectionOutput VariableSelectionNetworkImpl::forward_blocks(const SelectionInputs& inputs,
                                                                      const at::Tensor& context,
                                                                      const memory::BlockCheckpointing& blocks) {
-  check_inputs(inputs);
-  if (integer_products_in_use()) return forward_per_variable(inputs, context);
   using Tensors = std::vector<at::Tensor>;
+  const int64_t n = options_.num_inputs();
+  const auto raw_count = static_cast<std::ptrdiff_t>(inputs.raw.size());
+  const auto embed = inputs.embed;
+  auto raw_of = [raw_count](const Tensors& in) { return Tensors(in.begin(), in.begin() + raw_count); };
+  if (integer_products_in_use()) return forward_per_variable(embed(inputs.raw, 0, n), context);
   if (!flattened_grn) {
     // One input: the context could only steer a choice there is not, so it is not used.
-    const at::Tensor processed = blocks.run_one("variable_selection", {inputs}, [this](const Tensors& in) {
-      return Tensors{project(variable_grns->at<GatedResidualNetworkImpl>(0).forward(in[0].select(-2, 0)))};
+    const at::Tensor processed = blocks.run_one("variable_selection", inputs.raw, [this, embed](const Tensors& in) {
+      return Tensors{project(variable_grns->at<GatedResidualNetworkImpl>(0).forward(embed(in, 0, 1).select(-2, 0)))};
     });
-    auto weight_sizes = inputs.sizes().vec();
-    weight_sizes.pop_back();
+    auto weight_sizes = processed.sizes().vec();
     weight_sizes.back() = 1;  // [..., 1]
-    return {processed, at::ones(weight_sizes, inputs.options())};
+    return {processed, at::ones(weight_sizes, processed.options())};
   }
-  const bool has_context = context.defined();
-  const Tensors selector_inputs = has_context ? Tensors{inputs, context} : Tensors{inputs};
-  const at::Tensor weights = blocks.run_one("selection_weights", selector_inputs, [this](const Tensors& in) {
-    return Tensors{selection_weights(in[0], in.size() > 1 ? in[1] : at::Tensor())};
+  const int64_t chunk = chunk_size(inputs.rows);
+  Tensors selector_inputs = inputs.raw;
+  if (context.defined()) selector_inputs.push_back(context);
+  const at::Tensor weights = blocks.run_one("selection_weights", selector_inputs, [=, this](const Tensors& in) {
+    const at::Tensor c = static_cast<std::ptrdiff_t>(in.size()) > raw_count ? in.back() : at::Tensor();
+    Tensors chunks;
+    for (int64_t first = 0; first < n; first += chunk) {
+      chunks.push_back(embed(raw_of(in), first, std::min(chunk, n - first)).flatten(-2));
+    }
+    return Tensors{selection_weights(chunks, c)};
   });
-  const at::Tensor selected = blocks.run_one("selected_variables", {inputs, weights}, [this](const Tensors& in) {
-    return Tensors{selected_variables(in[0], in[1])};
-  });
-  return {selected, weights};
+  at::Tensor sum;
+  for (int64_t first = 0; first < n; first += chunk) {
+    const int64_t count = std::min(chunk, n - first);
+    Tensors chunk_inputs = inputs.raw;
+    chunk_inputs.push_back(weights);
+    if (sum.defined()) chunk_inputs.push_back(sum);
+    sum = blocks.run_one("selected_variables", chunk_inputs, [=, this](const Tensors& in) {
+      const at::Tensor previous = static_cast<std::ptrdiff_t>(in.size()) > raw_count + 1 ? in.back() : at::Tensor();
+      at::Tensor added = add_selected_variables(embed(raw_of(in), first, count), in[raw_count], previous, first);
+      return Tensors{first + count == n ? project(std::move(added)) : added};
+    });
+  }
+  return {sum, weights};
 }
 
-at::Tensor VariableSelectionNetworkImpl::selection_weights(const at::Tensor& inputs, const at::Tensor& context) {
-  // [..., n, width] -> [..., n * width]: the concatenation, without a copy when contiguous.
-  return at::softmax(flattened_grn->forward(inputs.flatten(-2), context), -1);
+at::Tensor VariableSelectionNetworkImpl::selection_weights(const std::vector<at::Tensor>& chunks,
+                                                           const at::Tensor& context) {
+  // Each chunk [..., count * width] is a piece of the concatenation; with gradient the
+  // selector sums a product per piece instead of building it (a [rows, n * width] tensor
+  // is 757 MB at 220 inputs of width 160 and batch 32), without it takes one product.
+  return at::softmax(flattened_grn->forward_concatenated(chunks, context), -1);
 }
 
-at::Tensor VariableSelectionNetworkImpl::selected_variables(const at::Tensor& inputs, const at::Tensor& weights) {
-  const int64_t n = options_.num_inputs(), width = options_.variable_width();
+at::Tensor VariableSelectionNetworkImpl::add_selected_variables(const at::Tensor& inputs, const at::Tensor& weights,
+                                                                at::Tensor sum, int64_t first) {
+  const int64_t n = options_.num_inputs(), count = inputs.size(-2), width = options_.variable_width();
   std::vector<GatedResidualNetworkImpl*> grns;
-  for (const auto& module : *variable_grns) grns.push_back(module->as<GatedResidualNetworkImpl>());
-  const at::Tensor rows = inputs.reshape({-1, n, width});
-  const at::Tensor residual = grouped_grn_residual(grns, rows.transpose(0, 1));  // [n, rows, width]
-  const at::Tensor row_weights = weights.reshape({-1, n});
+  for (int64_t i = first; i < first + count; ++i)
+    grns.push_back(variable_grns->at<GatedResidualNetworkImpl>(static_cast<size_t>(i)).as<GatedResidualNetworkImpl>());
+  const at::Tensor rows = inputs.reshape({-1, count, width});
+  // Each variable's slice, and each variable's weight, by unbind and split, whose backward
+  // passes assemble the gradients once (a select or narrow per variable would fill a zeroed
+  // gradient of the whole tensor per variable: at 220 inputs of width 160, minutes a step).
+  const std::vector<at::Tensor> residual = grouped_grn_residual(grns, rows.transpose(0, 1)).unbind(0);
+  const std::vector<at::Tensor> row_weights = weights.reshape({-1, n}).narrow(-1, first, count).split(1, -1);
   // Each variable's layer norm and weight in variable order, as the per-variable sum adds them.
-  at::Tensor selected;
-  for (int64_t i = 0; i < n; ++i) {
-    const at::Tensor weighted =
-        grns[static_cast<size_t>(i)]->layer_norm(residual.select(0, i)) * row_weights.narrow(-1, i, 1);
-    selected = i == 0 ? weighted : selected + weighted;
-  }
   std::vector<int64_t> sizes = inputs.sizes().vec();
   sizes.pop_back();
   sizes.back() = width;  // [..., width]
-  return project(selected.reshape(sizes));
+  if (sum.defined()) sum = sum.reshape({-1, width});
+  for (int64_t i = 0; i < count; ++i) {
+    const auto v = static_cast<size_t>(i);
+    const at::Tensor weighted = grns[v]->layer_norm(residual[v]) * row_weights[v];
+    sum = sum.defined() ? sum + weighted : weighted;
+  }
+  return sum.reshape(sizes);
 }
 
 at::Tensor VariableSelectionNetworkImpl::project(at::Tensor selected) {

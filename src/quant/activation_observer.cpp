@@ -81,6 +81,12 @@ at::Tensor ActivationFakeQuantImpl::forward(at::Tensor x) {
   return fake_quantize_with(std::move(x), scale_, zero_point_);
 }
 
+at::Tensor ActivationFakeQuantImpl::reapply(at::Tensor x) const {
+  check_input(x);
+  if (samples() == 0) return x;
+  return fake_quantize_with(std::move(x), scale_, zero_point_);
+}
+
 at::Tensor ActivationFakeQuantImpl::calibrate(const at::Tensor& x) {
   check_input(x);
   if (is_frozen()) {

@@ -21,6 +21,8 @@ class CategoricalEmbeddingImpl : public torch::nn::Module {
   CategoricalEmbeddingImpl(int64_t categories, int64_t hidden_size);
   // codes: level indices of any shape, exact integers in [0, categories); returns [..., hidden].
   at::Tensor forward(const at::Tensor& codes);
+  // The same with the observer's stored parameters (ActivationFakeQuantImpl::reapply).
+  at::Tensor forward_again(const at::Tensor& codes);
   void enable_qat(const quant::QatSettings& settings);
   // The table already holds its quantized values (an int8 file's): used as it is.
   void set_weight_prequantized(bool prequantized) { weight_prequantized_ = prequantized; }
@@ -29,6 +31,8 @@ class CategoricalEmbeddingImpl : public torch::nn::Module {
   quant::ActivationFakeQuant output_quant{nullptr};
 
  private:
+  at::Tensor embed(const at::Tensor& codes, bool observe);
+
   int64_t weight_bits_ = 8;
   bool weight_prequantized_ = false;
 };

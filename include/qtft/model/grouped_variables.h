@@ -23,8 +23,10 @@ namespace qtft::model {
 // observer under QAT.
 at::Tensor grouped_dense(const std::vector<DenseImpl*>& layers, const at::Tensor& x);
 
-// Each real input through its own Dense(1 -> width): raw [..., n] -> [..., n, width].
-at::Tensor grouped_real_embedding(const std::vector<DenseImpl*>& layers, const at::Tensor& raw);
+// Each real input through its own Dense(1 -> width): raw [..., n] -> [..., n, width]. With
+// `observe` false the observers reapply their stored parameters (a second use of inputs the
+// step has observed already; ActivationFakeQuantImpl::reapply).
+at::Tensor grouped_real_embedding(const std::vector<DenseImpl*>& layers, const at::Tensor& raw, bool observe = true);
 
 // grns[i] on x[i] without its layer norm, x [n, rows, width] of GRNs width -> width with no
 // context: x + GLU(dropout(fc2(ELU(fc1(x))))). The caller normalizes each variable.

@@ -159,9 +159,18 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
   at::Tensor output_quantiles(const AttentionOutputs& attention, const at::Tensor& temporal,
                               const memory::BlockCheckpointing& blocks);
 
-  // One kind's inputs x [B, T, reals + categoricals] embedded as [B, T, inputs, width].
-  at::Tensor embed_kind(torch::nn::ModuleList& reals, torch::nn::ModuleList& categoricals, const at::Tensor& x,
-                        const memory::BlockCheckpointing& blocks);
+  // One kind of input's embeddings: its reals, then its categoricals.
+  struct InputKind {
+    std::vector<DenseImpl*> reals;
+    std::vector<CategoricalEmbeddingImpl*> categoricals;
+  };
+  static InputKind input_kind(torch::nn::ModuleList& reals, torch::nn::ModuleList& categoricals);
+  // Every time-varying input's embedding through its observer, the step's one observation.
+  void observe_input_embeddings(const at::Tensor& observed, const at::Tensor& known);
+  // Variables [first, first + count) of `kinds` in order (raw[k]: kind k's columns), embedded
+  // [..., count, width] with their observers' stored parameters.
+  static at::Tensor embed_variables(const std::vector<InputKind>& kinds, const Tensors& raw, int64_t first,
+                                    int64_t count);
   void enable_qat();
   at::Tensor embed_symbol(const at::Tensor& symbol);
   // The LSTM's weights as its kernel takes them (fake-quantized matrices under QAT).

@@ -7,6 +7,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "qtft/memory/block_checkpointing.h"
@@ -29,6 +30,17 @@ struct VariableSelectionNetworkOptions {
 
  public:  // TORCH_ARG leaves the access at private
   int64_t variable_width() const { return variable_size_ > 0 ? variable_size_ : hidden_size_; }
+};
+
+// A selection network's inputs as block inputs and what embeds them: embed(raw, first,
+// count) gives variables [first, first + count) as [..., count, width]. The embedding runs
+// again for every block that needs it, so that no block keeps the embedded inputs: they are
+// recomputed from the raw columns, which are small. A QAT embedding here must reapply its
+// observers' parameters (the model observes the embeddings once per step beforehand).
+struct SelectionInputs {
+  std::vector<at::Tensor> raw;
+  int64_t rows = 0;  // the embedded inputs' leading dimensions, multiplied (batch x time)
+  std::function<at::Tensor(const std::vector<at::Tensor>& raw, int64_t first, int64_t count)> embed;
 };
 
 struct VariableSelectionOutput {
@@ -54,11 +66,20 @@ class VariableSelectionNetworkImpl : public torch::nn::Module {
   // static inputs. context: as for GatedResidualNetwork::forward (e.g. [B, C]).
   VariableSelectionOutput forward(const at::Tensor& inputs, const at::Tensor& context = {});
 
-  // The same as blocks: the selector ("selection_weights") and the variables' GRNs with
-  // the weighted sum ("selected_variables", or "variable_selection" for a single input) run
-  // through `blocks`, which checkpoints them or not. Either way the result is bitwise the same.
-  VariableSelectionOutput forward_blocks(const at::Tensor& inputs, const at::Tensor& context,
+  // The same from `inputs`, as blocks that `blocks` checkpoints or not (either way the
+  // result is bitwise the same): the selector ("selection_weights") embeds every input a
+  // chunk at a time and sums its first products' chunks (GRN::forward_concatenated), and
+  // the variables' GRNs run in chunks of chunk_size() variables ("selected_variables"; one
+  // block, "variable_selection", for a single input), each embedding its own variables and
+  // adding its weighted outputs to the sum of the chunks before it in variable order, so
+  // that the sum is bitwise the unchunked one and a recompute holds one chunk's activations.
+  VariableSelectionOutput forward_blocks(const SelectionInputs& inputs, const at::Tensor& context,
                                          const memory::BlockCheckpointing& blocks);
+  // Variables per "selected_variables" block over `rows` rows (batch x time): at most about
+  // the square root of the inputs, and fewer when a chunk's tensors would pass kChunkFloats.
+  // The chunks change no bit of the result, only memory and time.
+  int64_t chunk_size(int64_t rows) const;
+  static constexpr int64_t kChunkFloats = int64_t{4} << 20;
 
   // The reference: each variable's GRN on its own, the selector on the concatenation. The
   // same forward and gradients as the grouped one to float rounding. Int8 inference takes
@@ -73,9 +94,10 @@ class VariableSelectionNetworkImpl : public torch::nn::Module {
 
  private:
   void check_inputs(const at::Tensor& inputs) const;
-  at::Tensor selection_weights(const at::Tensor& inputs, const at::Tensor& context);
-  // The variables' GRNs as one network, weighted by `weights` and summed.
-  at::Tensor selected_variables(const at::Tensor& inputs, const at::Tensor& weights);
+  at::Tensor selection_weights(const std::vector<at::Tensor>& chunks, const at::Tensor& context);
+  // Variables [first, first + count) (inputs [..., count, width]) through their GRNs as one
+  // network, each weighted and added to `sum` (undefined before the first) in variable order.
+  at::Tensor add_selected_variables(const at::Tensor& inputs, const at::Tensor& weights, at::Tensor sum, int64_t first);
   at::Tensor project(at::Tensor selected);
   bool integer_products_in_use() const;
 

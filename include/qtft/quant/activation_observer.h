@@ -67,6 +67,12 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
 
   at::Tensor forward(at::Tensor x);
 
+  // x fake-quantized with the stored parameters (x itself when never observed), in any mode,
+  // changing and recording nothing: a second use of an activation the step's forward has
+  // already taken in, bitwise what forward returned for it then (the selection networks
+  // embed their inputs again from the raw columns instead of keeping the embeddings).
+  at::Tensor reapply(at::Tensor x) const;
+
   // Observes x without gradient, whatever the training mode, and returns it fake-quantized:
   // one calibration batch, counted in samples(). Throws qtft::Error on a frozen observer,
   // whose parameters were promised not to change.

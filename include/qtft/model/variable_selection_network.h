@@ -79,7 +79,7 @@ class VariableSelectionNetworkImpl : public torch::nn::Module {
   // the square root of the inputs, and fewer when a chunk's tensors would pass kChunkFloats.
   // The chunks change no bit of the result, only memory and time.
   int64_t chunk_size(int64_t rows) const;
-  static constexpr int64_t kChunkFloats = int64_t{4} << 20;
+  static constexpr int64_t kChunkFloats = int64_t{1} << 20;
 
   // The reference: each variable's GRN on its own, the selector on the concatenation. The
   // same forward and gradients as the grouped one to float rounding. Int8 inference takes

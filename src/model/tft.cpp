@@ -347,14 +347,21 @@ TemporalFusionTransformerImpl::SelectedInputs TemporalFusionTransformerImpl::sel
   // a wide model holds); their observers take the step's batch in first, here, the known
   // inputs once over encoder and decoder together.
   const int64_t l = options_.encoder_length(), h = options_.horizon();
-  if (options_.use_qat()) observe_input_embeddings(observed, known);
   const InputKind observed_kind = input_kind(observed_embeddings, observed_categorical_embeddings);
   const InputKind known_kind = input_kind(known_embeddings, known_categorical_embeddings);
+  if (options_.use_qat()) observe_input_embeddings({observed_kind, known_kind}, {observed, known});
   const int64_t b = observed.size(0);
-  const SelectionInputs past{{observed, known.narrow(1, 0, l)},
-                             b * l,
-                             [observed_kind, known_kind](const Tensors& raw, int64_t first, int64_t count) {
-                               return embed_variables({observed_kind, known_kind}, raw, first, count);
+  std::vector<InputKind> past_kinds{observed_kind, known_kind};
+  Tensors past_raw{observed, known.narrow(1, 0, l)};
+  if (observed_kind.categoricals.empty() && known_kind.categoricals.empty()) {
+    // Reals alone: their raw columns side by side, once, so that a block embeds any range of
+    // them in one pass instead of concatenating the embeddings of each kind.
+    past_kinds = {InputKind{observed_kind.reals, {}}};
+    past_kinds.front().reals.insert(past_kinds.front().reals.end(), known_kind.reals.begin(), known_kind.reals.end());
+    past_raw = {at::cat(past_raw, -1)};
+  }
+  const SelectionInputs past{past_raw, b * l, [past_kinds](const Tensors& raw, int64_t first, int64_t count) {
+                               return embed_variables(past_kinds, raw, first, count);
                              }};
   const SelectionInputs future{
       {known.narrow(1, l, h)}, b * h, [known_kind](const Tensors& raw, int64_t first, int64_t count) {
@@ -373,35 +380,21 @@ TemporalFusionTransformerImpl::InputKind TemporalFusionTransformerImpl::input_ki
   return kind;
 }
 
-void TemporalFusionTransformerImpl::observe_input_embeddings(const at::Tensor& observed, const at::Tensor& known) {
+void TemporalFusionTransformerImpl::observe_input_embeddings(const std::vector<InputKind>& kinds, const Tensors& raw) {
   // The embeddings' one observation of the step, without gradient: the selection networks'
   // blocks reapply the parameters it leaves (bitwise what it returns) to embeddings of their own.
   c10::NoGradGuard no_grad;
-  for (const auto& [kind, x] : {std::pair{input_kind(observed_embeddings, observed_categorical_embeddings), observed},
-                                std::pair{input_kind(known_embeddings, known_categorical_embeddings), known}}) {
-    const auto reals = static_cast<int64_t>(kind.reals.size());
-    if (reals > 0) grouped_real_embedding(kind.reals, x.narrow(-1, 0, reals));
-    for (size_t j = 0; j < kind.categoricals.size(); ++j)
-      kind.categoricals[j]->forward(x.select(-1, reals + static_cast<int64_t>(j)));
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const auto reals = static_cast<int64_t>(kinds[k].reals.size());
+    if (reals > 0) grouped_real_embedding(kinds[k].reals, raw[k].narrow(-1, 0, reals));
+    for (size_t j = 0; j < kinds[k].categoricals.size(); ++j)
+      kinds[k].categoricals[j]->forward(raw[k].select(-1, reals + static_cast<int64_t>(j)));
   }
 }
 
 at::Tensor TemporalFusionTransformerImpl::embed_variables(const std::vector<InputKind>& kinds, const Tensors& raw,
                                                           int64_t first, int64_t count) {
   // The variables run through the kinds in order, each kind's reals before its categoricals.
-  // Reals of several kinds with no categorical between them are embedded in one pass over
-  // their raw columns side by side: a concatenation of the raw columns, not of the embeddings.
-  if (std::all_of(kinds.begin(), kinds.end(), [](const InputKind& k) { return k.categoricals.empty(); })) {
-    std::vector<DenseImpl*> layers;
-    Tensors columns;
-    for (size_t k = 0; k < kinds.size(); ++k) {
-      layers.insert(layers.end(), kinds[k].reals.begin(), kinds[k].reals.end());
-      if (!kinds[k].reals.empty()) columns.push_back(raw[k]);
-    }
-    const at::Tensor all = columns.size() == 1 ? columns[0] : at::cat(columns, -1);
-    const std::vector<DenseImpl*> chosen(layers.begin() + first, layers.begin() + first + count);
-    return grouped_real_embedding(chosen, all.narrow(-1, first, count), false);
-  }
   Tensors parts;
   const int64_t end = first + count;
   int64_t start = 0;  // the variable index where the current kind's segment begins

@@ -165,8 +165,9 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
     std::vector<CategoricalEmbeddingImpl*> categoricals;
   };
   static InputKind input_kind(torch::nn::ModuleList& reals, torch::nn::ModuleList& categoricals);
-  // Every time-varying input's embedding through its observer, the step's one observation.
-  void observe_input_embeddings(const at::Tensor& observed, const at::Tensor& known);
+  // Every embedding of `kinds` (raw[k]: kind k's columns) through its observer, the step's
+  // one observation.
+  static void observe_input_embeddings(const std::vector<InputKind>& kinds, const Tensors& raw);
   // Variables [first, first + count) of `kinds` in order (raw[k]: kind k's columns), embedded
   // [..., count, width] with their observers' stored parameters.
   static at::Tensor embed_variables(const std::vector<InputKind>& kinds, const Tensors& raw, int64_t first,

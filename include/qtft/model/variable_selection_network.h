@@ -90,7 +90,7 @@ class VariableSelectionNetworkImpl : public torch::nn::Module {
 
   GatedResidualNetwork flattened_grn{nullptr};  // registered only when num_inputs > 1
   torch::nn::ModuleList variable_grns{nullptr};
-  Dense output_projection{nullptr};  // registered only when variable_size < hidden_size
+  Dense output_projection{nullptr};  // registered only when variable_size differs from hidden_size
 
  private:
   void check_inputs(const at::Tensor& inputs) const;

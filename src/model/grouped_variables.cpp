@@ -7,7 +7,10 @@
 #include <c10/util/Exception.h>
 
 #include <cstddef>
+#include <utility>
 #include <vector>
+
+#include "qtft/quant/grouped_observer.h"
 
 namespace qtft::model {
 namespace {
@@ -29,17 +32,14 @@ at::Tensor stacked_biases(const std::vector<DenseImpl*>& layers) {
   return at::stack(biases);
 }
 
-// Variable i's slice (along `dim`) through layers[i]'s observer, restacked; with `observe`
-// false the observers reapply their stored parameters.
-at::Tensor observe_each(const std::vector<DenseImpl*>& layers, const at::Tensor& x, int64_t dim, bool observe = true) {
+// Variable i's slice (along `dim`) through layers[i]'s observer; with `observe` false the
+// observers reapply their stored parameters.
+at::Tensor observe_each(const std::vector<DenseImpl*>& layers, at::Tensor x, int64_t dim, bool observe = true) {
   if (!layers.front()->qat_enabled()) return x;
-  // unbind, not a select per variable: its backward stacks the slices' gradients in one
-  // pass, where each select's would fill a zeroed gradient of x's full size.
-  std::vector<at::Tensor> observed = x.unbind(dim);
-  for (size_t i = 0; i < layers.size(); ++i) {
-    observed[i] = observe ? layers[i]->output_quant(observed[i]) : layers[i]->output_quant->reapply(observed[i]);
-  }
-  return at::stack(observed, dim);
+  std::vector<quant::ActivationFakeQuantImpl*> observers;
+  observers.reserve(layers.size());
+  for (DenseImpl* layer : layers) observers.push_back(layer->output_quant.get());
+  return quant::observe_slices(observers, std::move(x), dim, observe);
 }
 
 }  // namespace
@@ -49,9 +49,8 @@ at::Tensor grouped_dense(const std::vector<DenseImpl*>& layers, const at::Tensor
                   x.size(2) == layers.front()->options().in_features(),
               "grouped layers: expected input [", layers.size(), ", rows, ",
               layers.empty() ? 0 : layers.front()->options().in_features(), "], got ", x.sizes());
-  const at::Tensor product =
-      at::baddbmm(stacked_biases(layers).unsqueeze(1), x, stacked_weights(layers).transpose(1, 2));
-  return observe_each(layers, product, 0);
+  at::Tensor product = at::baddbmm(stacked_biases(layers).unsqueeze(1), x, stacked_weights(layers).transpose(1, 2));
+  return observe_each(layers, std::move(product), 0);
 }
 
 at::Tensor grouped_real_embedding(const std::vector<DenseImpl*>& layers, const at::Tensor& raw, bool observe) {
@@ -60,8 +59,8 @@ at::Tensor grouped_real_embedding(const std::vector<DenseImpl*>& layers, const a
               "grouped embedding: expected ", layers.size(), " raw inputs in the last dimension, got ", raw.sizes());
   // Dense(1 -> width) is x * weight column + bias, a product then a sum as at::linear
   // rounds them for one column of the input (a fused multiply-add would round once).
-  const at::Tensor embedded = raw.unsqueeze(-1) * stacked_weights(layers).squeeze(-1) + stacked_biases(layers);
-  return observe_each(layers, embedded, -2, observe);
+  at::Tensor embedded = raw.unsqueeze(-1) * stacked_weights(layers).squeeze(-1) + stacked_biases(layers);
+  return observe_each(layers, std::move(embedded), -2, observe);
 }
 
 at::Tensor grouped_grn_residual(const std::vector<GatedResidualNetworkImpl*>& grns, const at::Tensor& x) {

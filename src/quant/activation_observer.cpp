@@ -30,6 +30,13 @@ void check_input(const at::Tensor& x) {
   TORCH_CHECK(x.numel() > 0, "ActivationFakeQuant: expected a non-empty tensor, got shape ", x.sizes());
 }
 
+// x's [min, max] (float [2]), without gradient.
+at::Tensor extremes_of(const at::Tensor& x) {
+  c10::NoGradGuard no_grad;
+  auto [min, max] = at::aminmax(x);
+  return at::stack({min, max});
+}
+
 }  // namespace
 
 ActivationFakeQuantImpl::ActivationFakeQuantImpl(ActivationFakeQuantOptions options)
@@ -54,37 +61,48 @@ ActivationFakeQuantImpl::ActivationFakeQuantImpl(ActivationFakeQuantOptions opti
 
 at::Tensor ActivationFakeQuantImpl::forward(at::Tensor x) {
   check_input(x);
+  const std::optional<Parameters> parameters = forward_parameters([&x] { return extremes_of(x); });
+  if (!parameters) return x;
+  return fake_quantize_with(std::move(x), parameters->scale, parameters->zero_point);
+}
+
+std::optional<ActivationFakeQuantImpl::Parameters> ActivationFakeQuantImpl::forward_parameters(
+    const std::function<at::Tensor()>& extremes) {
   if (is_training() && !is_frozen() && update_ == ObserverUpdate::Step) {
     // The parameters stay the step's until end_step, so a recompute quantizes exactly as
     // the first pass did; only the first pass records, so the step counts x once.
-    if (memory::current_segment_pass() != memory::SegmentPass::Replaying) record_step_extremes(x);
-    if (samples() == 0) return x;
-    return fake_quantize_with(std::move(x), scale_, zero_point_);
+    if (memory::current_segment_pass() != memory::SegmentPass::Replaying) record_step_extremes(extremes());
+    return reapply_parameters();
   }
   if (is_training() && !is_frozen()) {
     // Under checkpointing a segment runs twice per step; the observer must update once and
     // both runs must quantize with the parameters of that update (recompute_context.h).
     switch (memory::current_segment_pass()) {
-      case memory::SegmentPass::Plain: return observe(std::move(x));
+      case memory::SegmentPass::Plain: observe(extremes()); return Parameters{scale_, zero_point_};
       case memory::SegmentPass::Recording: {
-        at::Tensor out = observe(std::move(x));
+        observe(extremes());
         memory::current_tape()->record(this, {scale_.clone(), zero_point_.clone()});
-        return out;
+        return Parameters{scale_, zero_point_};
       }
       case memory::SegmentPass::Replaying: {
         const auto& recorded = memory::current_tape()->next(this, "an activation observer");
-        return fake_quantize_with(std::move(x), recorded[0], recorded[1]);
+        return Parameters{recorded[0], recorded[1]};
       }
     }
   }
-  if (samples() == 0) return x;
-  return fake_quantize_with(std::move(x), scale_, zero_point_);
+  return reapply_parameters();
 }
 
 at::Tensor ActivationFakeQuantImpl::reapply(at::Tensor x) const {
   check_input(x);
-  if (samples() == 0) return x;
-  return fake_quantize_with(std::move(x), scale_, zero_point_);
+  const std::optional<Parameters> parameters = reapply_parameters();
+  if (!parameters) return x;
+  return fake_quantize_with(std::move(x), parameters->scale, parameters->zero_point);
+}
+
+std::optional<ActivationFakeQuantImpl::Parameters> ActivationFakeQuantImpl::reapply_parameters() const {
+  if (samples() == 0) return std::nullopt;
+  return Parameters{scale_, zero_point_};
 }
 
 at::Tensor ActivationFakeQuantImpl::calibrate(const at::Tensor& x) {
@@ -95,7 +113,8 @@ at::Tensor ActivationFakeQuantImpl::calibrate(const at::Tensor& x) {
         "calibrate before freezing");
   }
   c10::NoGradGuard no_grad;
-  return observe(x);
+  observe(extremes_of(x));
+  return fake_quantize_with(x, scale_, zero_point_);
 }
 
 void ActivationFakeQuantImpl::freeze() {
@@ -121,14 +140,12 @@ void ActivationFakeQuantImpl::end_step(const at::Tensor& min_max) {
   step_extremes_ = at::Tensor();
 }
 
-void ActivationFakeQuantImpl::record_step_extremes(const at::Tensor& x) {
+void ActivationFakeQuantImpl::record_step_extremes(const at::Tensor& min_max) {
   c10::NoGradGuard no_grad;
-  auto [min, max] = at::aminmax(x);
-  if (step_extremes_.defined()) {
-    min = at::minimum(min, step_extremes_[0]);
-    max = at::maximum(max, step_extremes_[1]);
-  }
-  step_extremes_ = at::stack({min, max});
+  step_extremes_ =
+      step_extremes_.defined()
+          ? at::stack({at::minimum(min_max[0], step_extremes_[0]), at::maximum(min_max[1], step_extremes_[1])})
+          : min_max;
 }
 
 bool ActivationFakeQuantImpl::is_frozen() const { return read_through(frozen_, frozen_host_) != 0; }
@@ -158,21 +175,16 @@ void ActivationFakeQuantImpl::pretty_print(std::ostream& stream) const {
          << ", averaging_constant=" << options_.averaging_constant() << ")";
 }
 
-at::Tensor ActivationFakeQuantImpl::observe(at::Tensor x) {
+void ActivationFakeQuantImpl::observe(at::Tensor min_max) {
   // ATen's fused op updates running_min/max, scale and zero_point in place from the min and
   // max of what it is given, and nothing else of it; given just those two values it does
   // the observer's arithmetic exactly as on x. x itself is then fake-quantized by the
   // faster fake_quantize_per_tensor (bitwise what the fused op's own kernel would give).
-  // ch_axis and per_row only matter for per-channel observers.
-  at::Tensor extremes;
-  {
+  if (extremes_reducer_) {
     c10::NoGradGuard no_grad;
-    auto [min, max] = at::aminmax(x);
-    extremes = at::stack({min, max});
-    if (extremes_reducer_) extremes_reducer_(extremes);
+    extremes_reducer_(min_max);
   }
-  take_in(extremes);
-  return fake_quantize_with(std::move(x), scale_, zero_point_);
+  take_in(min_max);
 }
 
 void ActivationFakeQuantImpl::take_in(const at::Tensor& extremes) {

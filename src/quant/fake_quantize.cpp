@@ -3,8 +3,10 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/fake_quantize_per_tensor_affine.h>
+#include <ATen/ops/stack.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/WrapDimMinimal.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -76,21 +78,44 @@ constexpr int64_t kGrain = 32768;
 // Elements whose bool mask is packed into bits at a time: the bools stay in L1.
 constexpr int64_t kChunk = 512;
 
+// The parameters of x's slices: x seen as [outer, slices, inner] (contiguous), slice s of
+// it quantized with scale[s] and zero_point[s]. Per tensor: one slice.
+struct SliceParameters {
+  int64_t slices = 1;
+  int64_t inner = 0;
+  std::vector<float> scale;
+  std::vector<float> zero_point;
+};
+
+// Elements [begin, end) of x fake-quantized into out (and their mask, from mask[0]), each
+// run of one slice with that slice's parameters.
+void fake_quantize_slices(const float* x, float* out, bool* mask, int64_t begin, int64_t end, const SliceParameters& p,
+                          float qmin, float qmax) {
+  while (begin < end) {
+    const int64_t block = begin / p.inner;
+    const int64_t stop = std::min(end, (block + 1) * p.inner);
+    const auto s = static_cast<size_t>(block % p.slices);
+    const float scale = p.scale[s];
+    const float inverse = 1.0f / scale;  // as at::reciprocal computes it
+    fake_quantize_range(x + begin, out + begin, mask, stop - begin, inverse, scale, p.zero_point[s], qmin, qmax);
+    if (mask) mask += stop - begin;
+    begin = stop;
+  }
+}
+
 // out = x fake-quantized, and `bits` (when not null) the mask as memory::detail's bits.
-void fake_quantize_pass(const float* x, float* out, uint8_t* bits, int64_t n, float scale, float zero_point, float qmin,
+void fake_quantize_pass(const float* x, float* out, uint8_t* bits, int64_t n, const SliceParameters& p, float qmin,
                         float qmax) {
-  const float inverse = 1.0f / scale;  // as at::reciprocal computes it
   at::parallel_for(0, (n + kGrain - 1) / kGrain, 1, [&](int64_t first, int64_t last) {
     const int64_t end = std::min(n, last * kGrain);
     if (!bits) {
-      fake_quantize_range(x + first * kGrain, out + first * kGrain, nullptr, end - first * kGrain, inverse, scale,
-                          zero_point, qmin, qmax);
+      fake_quantize_slices(x, out, nullptr, first * kGrain, end, p, qmin, qmax);
       return;
     }
     std::array<bool, kChunk> mask;
     for (int64_t begin = first * kGrain; begin < end; begin += kChunk) {
       const int64_t count = std::min(kChunk, end - begin);
-      fake_quantize_range(x + begin, out + begin, mask.data(), count, inverse, scale, zero_point, qmin, qmax);
+      fake_quantize_slices(x, out, mask.data(), begin, begin + count, p, qmin, qmax);
       memory::detail::pack_bits(mask.data(), count, bits + begin / 8);
     }
   });
@@ -109,9 +134,8 @@ bool sole_owner_of_its_memory(const at::Tensor& x) {
 
 // x fake-quantized (into x itself when `in_place`), and the bits of the values that were not
 // clamped when `with_mask`.
-std::pair<at::Tensor, at::Tensor> fake_quantize_cpu(const at::Tensor& input, const at::Tensor& scale,
-                                                    const at::Tensor& zero_point, int64_t qmin, int64_t qmax,
-                                                    bool with_mask, bool in_place) {
+std::pair<at::Tensor, at::Tensor> fake_quantize_cpu(const at::Tensor& input, const SliceParameters& p, int64_t qmin,
+                                                    int64_t qmax, bool with_mask, bool in_place) {
   // Not an ATen op: named here so that profiles show its time instead of the caller's.
   RECORD_FUNCTION("qtft::fake_quantize", std::vector<c10::IValue>());
   const at::Tensor x = input.contiguous();  // input itself when in place (contiguous then)
@@ -120,17 +144,17 @@ std::pair<at::Tensor, at::Tensor> fake_quantize_cpu(const at::Tensor& input, con
   // Element i is read before it is written, so in place is the same pass
   // (fake_quantize_range).
   fake_quantize_pass(x.data_ptr<float>(), out.data_ptr<float>(), with_mask ? bits.data_ptr<uint8_t>() : nullptr,
-                     x.numel(), scale.item<float>(), static_cast<float>(zero_point.item<int32_t>()),
-                     static_cast<float>(qmin), static_cast<float>(qmax));
+                     x.numel(), p, static_cast<float>(qmin), static_cast<float>(qmax));
   if (in_place && !out.is_inference()) torch::autograd::impl::bump_version(out);
   return {out, bits};
 }
 
-class FakeQuantizePerTensor : public torch::autograd::Function<FakeQuantizePerTensor> {
+// Per tensor or per slice: the parameters are read on the host before the pass.
+class FakeQuantize : public torch::autograd::Function<FakeQuantize> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& scale,
-                            const at::Tensor& zero_point, int64_t qmin, int64_t qmax, bool in_place) {
-    auto [out, bits] = fake_quantize_cpu(x, scale, zero_point, qmin, qmax, /*with_mask=*/true, in_place);
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const SliceParameters& parameters, int64_t qmin,
+                            int64_t qmax, bool in_place) {
+    auto [out, bits] = fake_quantize_cpu(x, parameters, qmin, qmax, /*with_mask=*/true, in_place);
     ctx->save_for_backward({bits});
     if (in_place) ctx->mark_dirty({x});
     return out;
@@ -138,17 +162,23 @@ class FakeQuantizePerTensor : public torch::autograd::Function<FakeQuantizePerTe
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const at::Tensor bits = ctx->get_saved_variables()[0];
-    // As ATen's backward (dY * mask), bitwise; nothing for scale, zero point, qmin, qmax and
+    // As ATen's backward (dY * mask), bitwise; nothing for the parameters, qmin, qmax and
     // the in-place flag.
     RECORD_FUNCTION("qtft::fake_quantize_backward", std::vector<c10::IValue>());
-    return {memory::detail::multiply_by_bits(grad_outputs[0].contiguous(), bits, 1.0),
-            at::Tensor(),
-            at::Tensor(),
-            at::Tensor(),
-            at::Tensor(),
-            at::Tensor()};
+    return {memory::detail::multiply_by_bits(grad_outputs[0].contiguous(), bits, 1.0), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor()};
   }
 };
+
+at::Tensor fake_quantize_on_cpu(at::Tensor x, const SliceParameters& parameters, int64_t qmin, int64_t qmax) {
+  // Decided here, where this parameter is x's only handle if any: inside apply, autograd's
+  // own list of the inputs holds x as well.
+  const bool in_place = sole_owner_of_its_memory(x);
+  // Without gradient (inference at batch 1 is mostly per-op overhead): no mask, and no
+  // autograd function around the pass.
+  if (!c10::GradMode::is_enabled()) return fake_quantize_cpu(x, parameters, qmin, qmax, false, in_place).first;
+  return FakeQuantize::apply(x, parameters, qmin, qmax, in_place);
+}
 
 }  // namespace
 
@@ -157,13 +187,36 @@ at::Tensor fake_quantize_per_tensor(at::Tensor x, const at::Tensor& scale, const
   if (!x.is_cpu() || x.scalar_type() != at::kFloat || !scale.is_cpu() || !zero_point.is_cpu()) {
     return at::fake_quantize_per_tensor_affine(x, scale, zero_point, qmin, qmax);
   }
-  // Decided here, where this parameter is x's only handle if any: inside apply, autograd's
-  // own list of the inputs holds x as well.
-  const bool in_place = sole_owner_of_its_memory(x);
-  // Without gradient (inference at batch 1 is mostly per-op overhead): no mask, and no
-  // autograd function around the pass.
-  if (!c10::GradMode::is_enabled()) return fake_quantize_cpu(x, scale, zero_point, qmin, qmax, false, in_place).first;
-  return FakeQuantizePerTensor::apply(x, scale, zero_point, qmin, qmax, in_place);
+  const SliceParameters parameters{
+      1, x.numel(), {scale.item<float>()}, {static_cast<float>(zero_point.item<int32_t>())}};
+  return fake_quantize_on_cpu(std::move(x), parameters, qmin, qmax);
+}
+
+at::Tensor fake_quantize_per_slice(at::Tensor x, int64_t dim, const std::vector<at::Tensor>& scales,
+                                   const std::vector<at::Tensor>& zero_points, int64_t qmin, int64_t qmax) {
+  dim = c10::maybe_wrap_dim(dim, x.dim());
+  TORCH_CHECK(x.size(dim) == static_cast<int64_t>(scales.size()) && scales.size() == zero_points.size(),
+              "fake_quantize_per_slice: ", scales.size(), " scales and ", zero_points.size(), " zero points for ",
+              x.size(dim), " slices along dimension ", dim);
+  const bool on_cpu =
+      std::all_of(scales.begin(), scales.end(), [](const at::Tensor& t) { return t.is_cpu(); }) &&
+      std::all_of(zero_points.begin(), zero_points.end(), [](const at::Tensor& t) { return t.is_cpu(); });
+  if (!x.is_cpu() || x.scalar_type() != at::kFloat || !on_cpu) {
+    // Off the CPU, LibTorch's per-tensor kernel slice by slice: its per-channel kernel is
+    // not promised to round as the per-tensor one does.
+    std::vector<at::Tensor> slices = x.unbind(dim);
+    for (size_t i = 0; i < slices.size(); ++i) {
+      slices[i] = at::fake_quantize_per_tensor_affine(slices[i], scales[i], zero_points[i], qmin, qmax);
+    }
+    return at::stack(slices, dim);
+  }
+  SliceParameters parameters{x.size(dim), 1, {}, {}};
+  for (int64_t d = dim + 1; d < x.dim(); ++d) parameters.inner *= x.size(d);
+  for (size_t i = 0; i < scales.size(); ++i) {
+    parameters.scale.push_back(scales[i].item<float>());
+    parameters.zero_point.push_back(static_cast<float>(zero_points[i].item<int32_t>()));
+  }
+  return fake_quantize_on_cpu(std::move(x), parameters, qmin, qmax);
 }
 
 }  // namespace qtft::quant

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <ostream>
 
 #include "qtft/quant/observer_update.h"
@@ -73,6 +74,21 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
   // embed their inputs again from the raw columns instead of keeping the embeddings).
   at::Tensor reapply(at::Tensor x) const;
 
+  // The parameters forward (or reapply) fake-quantizes with: scale (float [1]) and zero
+  // point (int32 [1]).
+  struct Parameters {
+    at::Tensor scale;
+    at::Tensor zero_point;
+  };
+  // forward and reapply in two halves, so that a group of observers can fake-quantize
+  // their slices of one tensor in one pass (quant/grouped_observer.h). forward_parameters
+  // makes every state change forward(x) would make, given x's [min, max] (float [2]) through
+  // `extremes`, which it calls only when the mode needs them, and returns the parameters
+  // forward would then fake-quantize x with: std::nullopt where forward returns x unchanged.
+  // reapply_parameters is the same for reapply, and changes nothing.
+  std::optional<Parameters> forward_parameters(const std::function<at::Tensor()>& extremes);
+  std::optional<Parameters> reapply_parameters() const;
+
   // Observes x without gradient, whatever the training mode, and returns it fake-quantized:
   // one calibration batch, counted in samples(). Throws qtft::Error on a frozen observer,
   // whose parameters were promised not to change.
@@ -108,14 +124,13 @@ class ActivationFakeQuantImpl : public torch::nn::Module {
   void pretty_print(std::ostream& stream) const override;
 
  private:
-  // Updates min, max, scale, zero point and the sample count from x and returns x
-  // fake-quantized with the new parameters (ATen's fused observer on x's min and max, then
-  // fake_quantize_with).
-  at::Tensor observe(at::Tensor x);
+  // Updates min, max, scale, zero point and the sample count from a batch's [min, max]
+  // (float [2]), through the extremes reducer when there is one.
+  void observe(at::Tensor min_max);
   // The moving-average update from a batch's [min, max] (float [2]), counted as a sample.
   void take_in(const at::Tensor& min_max);
-  // Step mode: widens the step's record by x's min and max.
-  void record_step_extremes(const at::Tensor& x);
+  // Step mode: widens the step's record by a batch's [min, max] (float [2]).
+  void record_step_extremes(const at::Tensor& min_max);
   // Fake-quantizes x with the given parameters and touches no state. A replay of an
   // observed call (recompute under checkpointing) goes through here with the parameters
   // that call produced; the result is bitwise what observe returned.

@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace qtft::quant {
 
@@ -31,5 +32,13 @@ namespace qtft::quant {
 // off the CPU).
 at::Tensor fake_quantize_per_tensor(at::Tensor x, const at::Tensor& scale, const at::Tensor& zero_point, int64_t qmin,
                                     int64_t qmax);
+
+// x's slices along `dim` fake-quantized each with its own parameters, in one pass:
+// slice i bitwise what fake_quantize_per_tensor(slice i, scales[i], zero_points[i]) gives,
+// with the same straight-through gradient and the same use of x's memory. Off the CPU, the
+// slices through LibTorch's per-tensor kernel one by one. scales: float [1] each,
+// zero_points: int32 [1] each, one per slice.
+at::Tensor fake_quantize_per_slice(at::Tensor x, int64_t dim, const std::vector<at::Tensor>& scales,
+                                   const std::vector<at::Tensor>& zero_points, int64_t qmin, int64_t qmax);
 
 }  // namespace qtft::quant

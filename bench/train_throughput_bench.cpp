@@ -1,8 +1,11 @@
 // Training throughput of the TFT: step time (forward, backward, Adam) and samples per
 // second for the TFT paper's electricity-sized configuration and a small one, measured in
-// the same run. Prints a table and JSON.
-//   build/bench/train_throughput_bench [--steps 10] [--device cpu|cuda|auto] [--config paper|small|both]
-//                                      [--parquet-file bars.parquet] [--json out.json]
+// the same run; or configuration W (issue 35: the paper's sizes at batch 32 on the columns
+// declared with --observed and --known, inputs at --variable-hidden-size). Prints a table
+// and JSON.
+//   build/bench/train_throughput_bench [--steps 10] [--device cpu|cuda|auto] [--config paper|small|both|wide]
+//                                      [--parquet-file bars.parquet] [--observed COLUMNS] [--known COLUMNS]
+//                                      [--variable-hidden-size H] [--json out.json]
 // bench/pytorch_forecasting/compare_throughput.sh runs it beside pytorch-forecasting.
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
@@ -33,10 +36,14 @@ void synchronize(c10::Device device) {
 }
 
 nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device device,
-                       const qtft::data::BarSource& source) {
+                       const qtft::data::BarSource& source, int64_t variable_hidden_size) {
   auto dataset = qtft::bench::dataset_for(c, source);
   qtft::model::TftOptions options = qtft::model::model_options_for(dataset);
+  const int64_t time_varying = options.num_observed() + options.num_known();
   options.hidden_size(c.hidden).attention_heads(c.heads);
+  options.variable_hidden_size(variable_hidden_size > 0
+                                   ? variable_hidden_size
+                                   : qtft::model::default_variable_hidden_size(c.hidden, time_varying));
   auto model = qtft::model::build_model(options, 1);
   model->to(device);
   model->train();
@@ -67,6 +74,9 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device d
           {"hidden_size", c.hidden},
           {"attention_heads", c.heads},
           {"batch_size", c.batch},
+          {"observed_inputs", options.num_observed()},
+          {"known_inputs", options.num_known()},
+          {"variable_hidden_size", options.variable_width()},
           {"parameters", qtft::model::count_parameters(*model)},
           {"steps", steps},
           {"step_seconds", step_s},
@@ -81,28 +91,36 @@ int main(int argc, char** argv) {
   std::string device_name = "auto", json_path, config_name = "both";
   qtft::data::BarSource source;
   int threads = 0;
+  int64_t variable_hidden_size = 0;
   app.add_option("--steps", steps, "Measured steps per configuration (after 2 warm-up steps)")->capture_default_str();
   app.add_option("--device", device_name, "cpu, cuda or auto")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (0: LibTorch default)")->capture_default_str();
-  app.add_option("--config", config_name, "paper, small or both")
-      ->check(CLI::IsMember({"paper", "small", "both"}))
+  app.add_option("--config", config_name, "paper, small, both (paper and small) or wide (W)")
+      ->check(CLI::IsMember({"paper", "small", "both", "wide"}))
       ->capture_default_str();
   app.add_option("--parquet-file", source.parquet_file, "Bars to train on (default: the embedded data)")
       ->check(CLI::ExistingFile);
+  app.add_option("--observed", source.read.inputs.observed, "Declared observed real columns (names or globs)")
+      ->delimiter(',');
+  app.add_option("--known", source.read.inputs.known, "Declared known real columns (names or globs)")->delimiter(',');
+  app.add_option("--variable-hidden-size", variable_hidden_size,
+                 "Width of each time-varying input (0: the model's default for the inputs)")
+      ->capture_default_str();
   app.add_option("--json", json_path, "Write the figures as JSON");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) at::set_num_threads(threads);
   auto device = qtft::artifact::resolve_device(device_name);
 
   std::vector<qtft::bench::TftConfig> configs;
-  if (config_name != "small") configs.push_back(qtft::bench::kPaperConfig);
-  if (config_name != "paper") configs.push_back(qtft::bench::kSmallConfig);
+  if (config_name == "wide") configs.push_back(qtft::bench::kWideConfig);
+  if (config_name == "paper" || config_name == "both") configs.push_back(qtft::bench::kPaperConfig);
+  if (config_name == "small" || config_name == "both") configs.push_back(qtft::bench::kSmallConfig);
   nlohmann::json results = nlohmann::json::array();
   std::printf("device %s, %d CPU threads, %d steps each\n", device.str().c_str(), at::get_num_threads(), steps);
   std::printf("%-6s %7s %7s %6s %5s %5s %10s %10s %12s\n", "config", "encoder", "horizon", "hidden", "heads", "batch",
               "params", "step_ms", "samples/s");
   for (const auto& c : configs) {
-    auto r = measure(c, steps, device, source);
+    auto r = measure(c, steps, device, source, variable_hidden_size);
     std::printf("%-6s %7lld %7lld %6lld %5lld %5lld %10lld %10.1f %12.1f\n", c.name, static_cast<long long>(c.encoder),
                 static_cast<long long>(c.horizon), static_cast<long long>(c.hidden), static_cast<long long>(c.heads),
                 static_cast<long long>(c.batch), r["parameters"].get<long long>(),

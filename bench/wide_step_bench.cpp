@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> policies{"none", "blocks"};
   std::string qat = "both", json_path;
   int threads = 2, timed_steps = 1;
+  bool steps_only = false;
   app.add_option("--widths", widths, "--variable-hidden-size values measured")->delimiter(',')->capture_default_str();
   app.add_option("--policies", policies, "Checkpoint policies measured")->delimiter(',')->capture_default_str();
   app.add_option("--qat", qat, "off, live or both")
@@ -100,6 +101,9 @@ int main(int argc, char** argv) {
   app.add_option("--timed-steps", timed_steps, "Timed steps per case after a warm-up and a measured step (median)")
       ->capture_default_str();
   app.add_option("--json", json_path, "Write the figures as JSON");
+  app.add_flag("--steps-only", steps_only,
+               "The W steps alone: no 9-input step, no GEMM rate (for a run under callgrind, see "
+               "bench/recompute_instructions.sh)");
   CLI11_PARSE(app, argc, argv);
   qtft::memory::install_cpu_memory_tracking();
   at::set_num_threads(threads);
@@ -119,7 +123,7 @@ int main(int argc, char** argv) {
     const auto batch = qtft::bench::wide_batch(c, observed, known);
     const auto step = qtft::train::measure_training_step(
         options, 1, batch, train, qtft::memory::parse_checkpoint_policy(policy), c10::Device(c10::kCPU), timed_steps);
-    const double flops = matrix_flops(options, c.batch), rate = gemm_rate(options, c.batch);
+    const double flops = matrix_flops(options, c.batch), rate = steps_only ? 0.0 : gemm_rate(options, c.batch);
     const int64_t parameters = qtft::model::count_parameters(*qtft::model::TemporalFusionTransformer(options));
     std::printf("%4lld+%-4lld %6lld %4s %7s %9.2fM %8.0f MiB %9.2f %11.1f %11.2f %8.2f\n",
                 static_cast<long long>(observed), static_cast<long long>(known), static_cast<long long>(width),
@@ -134,12 +138,14 @@ int main(int argc, char** argv) {
                     {"policy", policy},
                     {"parameters", parameters},
                     {"step", qtft::train::to_json(step)},
-                    {"matrix_gflop", flops / 1e9},
-                    {"gemm_gflops", rate / 1e9},
-                    {"gemm_seconds", flops / rate}});
+                    {"matrix_gflop", flops / 1e9}});
+    if (rate > 0) rows.back().update({{"gemm_gflops", rate / 1e9}, {"gemm_seconds", flops / rate}});
   };
   // Today's inputs at the same sizes, for the "at most 3x the 9-input step" target.
-  measure(static_cast<int64_t>(today.num_observed()), static_cast<int64_t>(today.num_known()), c.hidden, false, "none");
+  if (!steps_only) {
+    measure(static_cast<int64_t>(today.num_observed()), static_cast<int64_t>(today.num_known()), c.hidden, false,
+            "none");
+  }
   for (const int64_t width : widths) {
     for (const bool live : {false, true}) {
       if ((qat == "off" && live) || (qat == "live" && !live)) continue;

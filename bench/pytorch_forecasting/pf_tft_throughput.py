@@ -7,6 +7,8 @@ part of qtft's tests. It builds the inputs qtft builds from the same bars (DATA.
   observed (past)    log_return, hl_range, close_open, log_volume, bar_gap
   known (all steps)  time of day and day of week, as sine and cosine
   static             symbol
+  declared           configuration W (--config wide): the columns named by --observed and
+                     --known (globs, as qtft's flags), added to the observed and known inputs
 
 and times training steps (forward, quantile loss, backward, Adam) with a Lightning
 callback, from the start of a batch to its end, after warm-up steps; data loading happens
@@ -14,6 +16,7 @@ between batches and is reported apart.
 """
 
 import argparse
+import fnmatch
 import json
 import math
 import time
@@ -31,12 +34,24 @@ from pytorch_forecasting.metrics import QuantileLoss
 CONFIGS = {  # as bench/bench_configs.h
     "paper": dict(encoder=168, horizon=24, hidden=160, heads=4, batch=64),
     "small": dict(encoder=64, horizon=8, hidden=64, heads=4, batch=64),
+    "wide": dict(encoder=168, horizon=24, hidden=160, heads=4, batch=32),
 }
 OBSERVED = ["log_return", "hl_range", "close_open", "log_volume", "bar_gap"]
 KNOWN = ["time_of_day_sin", "time_of_day_cos", "day_of_week_sin", "day_of_week_cos"]
 
 
-def features(path):
+def expand(patterns, columns):
+    """Columns matching the comma-separated globs, in file order per pattern, as qtft reads them."""
+    names = []
+    for pattern in (p for item in patterns for p in item.split(",") if p):
+        matched = [c for c in columns if fnmatch.fnmatchcase(c, pattern) and c not in names]
+        if not matched:
+            raise SystemExit(f"{pattern}: no column matches")
+        names += matched
+    return names
+
+
+def features(path, declared):
     bars = pq.read_table(path).to_pandas()
     frames = []
     for symbol, s in bars.groupby("symbol", sort=False):
@@ -54,6 +69,8 @@ def features(path):
         week = ((seconds / 86400 + 3) % 7) / 7  # 1970-01-01 was a Thursday
         f["time_of_day_sin"], f["time_of_day_cos"] = np.sin(2 * math.pi * day), np.cos(2 * math.pi * day)
         f["day_of_week_sin"], f["day_of_week_cos"] = np.sin(2 * math.pi * week), np.cos(2 * math.pi * week)
+        for column in declared:
+            f[column] = s[column].astype("float32")
         f = f.iloc[1:].reset_index(drop=True)
         f["time_idx"] = np.arange(len(f))
         train_rows = int(len(f) * 0.7)  # qtft's training split
@@ -88,12 +105,18 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--observed", action="append", default=[], help="declared observed columns (globs)")
+    parser.add_argument("--known", action="append", default=[], help="declared known columns (globs)")
+    parser.add_argument("--hidden-continuous-size", type=int, default=0,
+                        help="width of each real input (0: the hidden size, as qtft below 32 inputs)")
     parser.add_argument("--json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     c = CONFIGS[args.config]
 
-    data = features(args.parquet_file)
+    columns = pq.read_schema(args.parquet_file).names
+    observed, known = expand(args.observed, columns), expand(args.known, columns)
+    data = features(args.parquet_file, observed + known)
     dataset = TimeSeriesDataSet(
         data,
         time_idx="time_idx",
@@ -104,8 +127,8 @@ def main():
         min_prediction_length=c["horizon"],
         max_prediction_length=c["horizon"],
         static_categoricals=["symbol"],
-        time_varying_known_reals=KNOWN,
-        time_varying_unknown_reals=OBSERVED,
+        time_varying_known_reals=KNOWN + known,
+        time_varying_unknown_reals=OBSERVED + observed,
         target_normalizer=GroupNormalizer(groups=["symbol"]),
         add_relative_time_idx=False,
         add_target_scales=False,
@@ -116,7 +139,8 @@ def main():
         dataset,
         hidden_size=c["hidden"],
         attention_head_size=c["heads"],
-        hidden_continuous_size=c["hidden"],  # qtft embeds every real input to hidden_size
+        # qtft's --variable-hidden-size: each real input's embedding and GRN width
+        hidden_continuous_size=args.hidden_continuous_size or c["hidden"],
         dropout=0.1,
         lstm_layers=1,
         output_size=3,
@@ -147,6 +171,9 @@ def main():
         "config": args.config,
         "threads": torch.get_num_threads(),
         "parameters": sum(p.numel() for p in model.parameters()),
+        "observed_inputs": len(OBSERVED + observed),
+        "known_inputs": len(KNOWN + known),
+        "hidden_continuous_size": args.hidden_continuous_size or c["hidden"],
         "steps": len(timer.step_seconds),
         "step_seconds": step,
         "samples_per_second": c["batch"] / step,

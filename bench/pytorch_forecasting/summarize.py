@@ -10,11 +10,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path)
     parser.add_argument("--rounds", type=int, required=True)
+    parser.add_argument("--configs", default="paper small", help="space-separated: paper small wide16 wide160")
     args = parser.parse_args()
     rows, summary = [], []
     print("| configuration | qtft samples/s | pytorch-forecasting samples/s | qtft / pytorch-forecasting |")
     print("| --- | --- | --- | --- |")
-    for config in ("paper", "small"):
+    for config in args.configs.split():
         qtft, pf = [], []
         for r in range(1, args.rounds + 1):
             q = json.loads((args.out / f"qtft_{config}_{r}.json").read_text())

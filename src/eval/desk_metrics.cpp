@@ -1,0 +1,277 @@
+#include "qtft/eval/desk_metrics.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <string>
+#include <tuple>
+
+#include "qtft/common/error.h"
+#include "qtft/eval/metrics.h"
+
+namespace qtft::eval {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kSecondsPerYear = 365.25 * 86400.0;
+
+// Ranks from 1, ties given the mean of the ranks they span.
+std::vector<double> ranks_of(std::span<const double> x) {
+  std::vector<size_t> order(x.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
+  std::vector<double> ranks(x.size());
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]]) ++j;
+    const double mean_rank = (static_cast<double>(i) + static_cast<double>(j)) / 2.0 + 1.0;
+    for (size_t k = i; k <= j; ++k) ranks[order[k]] = mean_rank;
+    i = j + 1;
+  }
+  return ranks;
+}
+
+double mean_of(std::span<const double> x) {
+  return x.empty() ? kNaN : std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
+}
+
+// Sample standard deviation (n - 1).
+double sd_of(std::span<const double> x) {
+  if (x.size() < 2) return kNaN;
+  const double m = mean_of(x);
+  double sum = 0.0;
+  for (double v : x) sum += (v - m) * (v - m);
+  return std::sqrt(sum / static_cast<double>(x.size() - 1));
+}
+
+InformationCoefficient correlation_with_t(std::span<const double> x, std::span<const double> y) {
+  InformationCoefficient ic;
+  ic.count = static_cast<int64_t>(x.size());
+  ic.ic = rank_correlation(x, y);
+  ic.t = ic.count < 3 ? kNaN : ic.ic * std::sqrt(static_cast<double>(ic.count - 2) / (1.0 - ic.ic * ic.ic));
+  return ic;
+}
+
+}  // namespace
+
+double rank_correlation(std::span<const double> x, std::span<const double> y) {
+  TORCH_CHECK(x.size() == y.size(), "rank_correlation: ", x.size(), " values against ", y.size());
+  if (x.size() < 2) return kNaN;
+  const std::vector<double> rx = ranks_of(x), ry = ranks_of(y);
+  const double mx = mean_of(rx), my = mean_of(ry);
+  double sxy = 0.0, sxx = 0.0, syy = 0.0;
+  for (size_t i = 0; i < rx.size(); ++i) {
+    sxy += (rx[i] - mx) * (ry[i] - my);
+    sxx += (rx[i] - mx) * (rx[i] - mx);
+    syy += (ry[i] - my) * (ry[i] - my);
+  }
+  if (sxx == 0.0 || syy == 0.0) return kNaN;
+  return sxy / std::sqrt(sxx * syy);
+}
+
+DeskMetricsAccumulator::DeskMetricsAccumulator(std::vector<double> quantiles, double cost_bps)
+    : quantiles_(std::move(quantiles)), cost_bps_(cost_bps) {
+  if (!(cost_bps_ >= 0.0) || !std::isfinite(cost_bps_)) {
+    throw UsageError("--cost-bps must be a non-negative number of basis points, got " + std::to_string(cost_bps_));
+  }
+  median_ = quantile_index(quantiles_, 0.5);
+  if (median_ < 0) throw UsageError("desk metrics: the quantiles must include 0.5 (the median forecast)");
+}
+
+void DeskMetricsAccumulator::add(const at::Tensor& forecast, const at::Tensor& realized,
+                                 std::span<const int64_t> series, std::span<const int64_t> first_bar_ns) {
+  const auto q = static_cast<int64_t>(quantiles_.size());
+  TORCH_CHECK(forecast.dim() == 3 && forecast.size(2) == q && realized.dim() == 2 &&
+                  realized.size(0) == forecast.size(0) && realized.size(1) == forecast.size(1) &&
+                  static_cast<int64_t>(series.size()) == forecast.size(0) && series.size() == first_bar_ns.size(),
+              "desk metrics: expected forecast [B, H, ", q, "], realized [B, H] and B series and times, got ",
+              forecast.sizes(), ", ", realized.sizes(), ", ", series.size(), " and ", first_bar_ns.size());
+  const int64_t b = forecast.size(0), h = forecast.size(1);
+  if (horizon_ < 0) horizon_ = h;
+  TORCH_CHECK(h == horizon_, "desk metrics: horizon ", h, " after ", horizon_);
+  const at::Tensor f = forecast.detach().to(at::kCPU, at::kDouble).contiguous();
+  const at::Tensor r = realized.detach().to(at::kCPU, at::kDouble).contiguous();
+  const double* fp = f.data_ptr<double>();
+  const double* rp = r.data_ptr<double>();
+  for (int64_t i = 0; i < b; ++i) {
+    windows_.push_back({series[static_cast<size_t>(i)], first_bar_ns[static_cast<size_t>(i)],
+                        std::vector<double>(fp + i * h * q, fp + (i + 1) * h * q),
+                        std::vector<double>(rp + i * h, rp + (i + 1) * h)});
+  }
+}
+
+DeskMetrics DeskMetricsAccumulator::result() const {
+  DeskMetrics m;
+  m.quantiles = quantiles_;
+  m.cost_bps = cost_bps_;
+  m.windows = static_cast<int64_t>(windows_.size());
+  const auto nq = quantiles_.size();
+  const int64_t h = std::max<int64_t>(horizon_, 0);
+  // The windows in a fixed order (series, time), whatever order they came in.
+  std::vector<const Window*> order;
+  for (const Window& w : windows_) order.push_back(&w);
+  std::stable_sort(order.begin(), order.end(), [](const Window* a, const Window* b) {
+    return std::tie(a->series, a->time_ns) < std::tie(b->series, b->time_ns);
+  });
+
+  // Calibration: each quantile's share at or below, the outer quantiles' interval.
+  const auto lowest = static_cast<size_t>(std::min_element(quantiles_.begin(), quantiles_.end()) - quantiles_.begin());
+  const auto highest = static_cast<size_t>(std::max_element(quantiles_.begin(), quantiles_.end()) - quantiles_.begin());
+  std::vector<int64_t> below(nq, 0);
+  int64_t inside = 0, values = 0, hits = 0, signed_values = 0;
+  for (const Window* w : order) {
+    for (int64_t s = 0; s < h; ++s) {
+      const double y = w->realized[static_cast<size_t>(s)];
+      const double* f = w->forecast.data() + s * static_cast<int64_t>(nq);
+      for (size_t k = 0; k < nq; ++k) below[k] += y <= f[k] ? 1 : 0;
+      inside += (y >= f[lowest] && y <= f[highest]) ? 1 : 0;
+      ++values;
+      const double median = f[median_];
+      if (y != 0.0 && median != 0.0) {
+        ++signed_values;
+        hits += (y > 0.0) == (median > 0.0) ? 1 : 0;
+      }
+    }
+  }
+  for (size_t k = 0; k < nq; ++k) {
+    m.coverage.push_back(values ? static_cast<double>(below[k]) / static_cast<double>(values) : kNaN);
+  }
+  m.interval_coverage = values ? static_cast<double>(inside) / static_cast<double>(values) : kNaN;
+  m.interval_nominal = quantiles_[highest] - quantiles_[lowest];
+  m.hit_rate = signed_values ? static_cast<double>(hits) / static_cast<double>(signed_values) : kNaN;
+
+  // Information coefficients per horizon step: pooled, per series, and per bar across series.
+  auto median_at = [&](const Window* w, int64_t s) { return w->forecast[s * nq + median_]; };
+  std::map<int64_t, std::vector<const Window*>> by_series, by_time;
+  for (const Window* w : order) {
+    by_series[w->series].push_back(w);
+    by_time[w->time_ns].push_back(w);
+  }
+  for (const auto& [series, _] : by_series) m.series.push_back(series);
+  m.ic_per_series.resize(by_series.size());
+  for (int64_t s = 0; s < h; ++s) {
+    std::vector<double> x, y;
+    for (const Window* w : order) {
+      x.push_back(median_at(w, s));
+      y.push_back(w->realized[s]);
+    }
+    m.ic_pooled.push_back(correlation_with_t(x, y));
+    size_t k = 0;
+    for (const auto& [_, windows] : by_series) {
+      std::vector<double> xs, ys;
+      for (const Window* w : windows) {
+        xs.push_back(median_at(w, s));
+        ys.push_back(w->realized[s]);
+      }
+      m.ic_per_series[k++].push_back(correlation_with_t(xs, ys));
+    }
+    std::vector<double> per_bar;
+    for (const auto& [_, windows] : by_time) {
+      if (windows.size() < 3) continue;
+      std::vector<double> xs, ys;
+      for (const Window* w : windows) {
+        xs.push_back(median_at(w, s));
+        ys.push_back(w->realized[s]);
+      }
+      const double ic = rank_correlation(xs, ys);
+      if (std::isfinite(ic)) per_bar.push_back(ic);
+    }
+    InformationCoefficient across{mean_of(per_bar), kNaN, static_cast<int64_t>(per_bar.size())};
+    if (per_bar.size() >= 2) across.t = across.ic / (sd_of(per_bar) / std::sqrt(static_cast<double>(per_bar.size())));
+    m.ic_across_series.push_back(across);
+  }
+
+  // The forecast-sized position on the first step.
+  std::vector<double> first_medians;
+  for (const Window* w : order) first_medians.push_back(median_at(w, 0));
+  const double size_scale = sd_of(first_medians);
+  std::map<int64_t, std::vector<double>> returns_by_time;
+  std::vector<double> changes, spacings_s;
+  if (h > 0 && std::isfinite(size_scale) && size_scale > 0.0) {
+    for (const auto& [_, windows] : by_series) {
+      double previous = 0.0;
+      for (size_t i = 0; i < windows.size(); ++i) {
+        const Window* w = windows[i];
+        const double position = std::clamp(median_at(w, 0) / size_scale, -1.0, 1.0);
+        const double change = std::fabs(position - previous);
+        returns_by_time[w->time_ns].push_back(position * w->realized[0] - cost_bps_ / 1e4 * change);
+        changes.push_back(change);
+        if (i > 0) spacings_s.push_back(static_cast<double>(w->time_ns - windows[i - 1]->time_ns) / 1e9);
+        previous = position;
+      }
+    }
+  }
+  std::vector<double> portfolio;
+  for (const auto& [_, returns] : returns_by_time) portfolio.push_back(mean_of(returns));
+  PositionFigures& p = m.position;
+  p.bars = static_cast<int64_t>(portfolio.size());
+  p.mean_return = mean_of(portfolio);
+  p.turnover = mean_of(changes);
+  if (!spacings_s.empty()) {
+    std::nth_element(spacings_s.begin(), spacings_s.begin() + static_cast<std::ptrdiff_t>(spacings_s.size() / 2),
+                     spacings_s.end());
+    const double spacing = spacings_s[spacings_s.size() / 2];
+    p.bars_per_year = spacing > 0.0 ? kSecondsPerYear / spacing : kNaN;
+  } else {
+    p.bars_per_year = kNaN;
+  }
+  const double sd = sd_of(portfolio);
+  p.sharpe = sd > 0.0 ? p.mean_return / sd * std::sqrt(p.bars_per_year) : kNaN;
+  double cumulative = 0.0, peak = 0.0;
+  p.max_drawdown = portfolio.empty() ? kNaN : 0.0;
+  for (double r : portfolio) {
+    cumulative += r;
+    peak = std::max(peak, cumulative);
+    p.max_drawdown = std::max(p.max_drawdown, peak - cumulative);
+  }
+  return m;
+}
+
+namespace {
+
+nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+nlohmann::json to_json(const InformationCoefficient& ic) {
+  return {{"ic", number(ic.ic)}, {"t", number(ic.t)}, {"count", ic.count}};
+}
+
+nlohmann::json to_json(const std::vector<InformationCoefficient>& per_step) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& ic : per_step) steps.push_back(to_json(ic));
+  return steps;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const DeskMetrics& m, const std::vector<std::string>& series_names) {
+  nlohmann::json coverage = nlohmann::json::object();
+  for (size_t k = 0; k < m.quantiles.size(); ++k) coverage[std::to_string(m.quantiles[k])] = number(m.coverage[k]);
+  nlohmann::json per_series = nlohmann::json::object();
+  for (size_t k = 0; k < m.series.size(); ++k) {
+    const auto id = static_cast<size_t>(m.series[k]);
+    per_series[id < series_names.size() ? series_names[id] : std::to_string(id)] = to_json(m.ic_per_series[k]);
+  }
+  return {{"windows", m.windows},
+          {"coverage", coverage},
+          {"interval_coverage", number(m.interval_coverage)},
+          {"interval_nominal", number(m.interval_nominal)},
+          {"ic_pooled", to_json(m.ic_pooled)},
+          {"ic_across_series", to_json(m.ic_across_series)},
+          {"ic_per_series", per_series},
+          {"hit_rate", number(m.hit_rate)},
+          {"position",
+           {{"cost_bps", m.cost_bps},
+            {"mean_return", number(m.position.mean_return)},
+            {"sharpe", number(m.position.sharpe)},
+            {"turnover", number(m.position.turnover)},
+            {"max_drawdown", number(m.position.max_drawdown)},
+            {"bars_per_year", number(m.position.bars_per_year)},
+            {"bars", m.position.bars}}}};
+}
+
+}  // namespace qtft::eval

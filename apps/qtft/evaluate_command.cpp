@@ -22,20 +22,42 @@ void print_units_row(const char* name, const eval::TargetUnitFigures& m) {
   std::printf("  %-22s %9.3g %9.3g %9.3g %8.4f %8.4f\n", name, m.loss, m.rmse, m.mae, m.p50, m.p90);
 }
 
+// The desk's questions: calibration, ranking, sign, and a position's returns after costs.
+void print_desk(const eval::DeskMetrics& d) {
+  std::printf("as a desk reads it (target units; the median forecast):\n  coverage:");
+  for (size_t k = 0; k < d.quantiles.size(); ++k) std::printf(" q%g %.3f", d.quantiles[k], d.coverage[k]);
+  std::printf("; central interval %.3f (calibrated: %.3f)\n", d.interval_coverage, d.interval_nominal);
+  std::printf("  information coefficient per horizon step, pooled (t):");
+  for (const auto& ic : d.ic_pooled) std::printf(" %.4f (%.1f)", ic.ic, ic.t);
+  std::printf("\n  sign hit rate %.4f\n", d.hit_rate);
+  const auto& p = d.position;
+  std::printf(
+      "  position sized by the first step's median, %g bps a unit traded: mean %.3g per bar, Sharpe %.2f "
+      "(%.0f bars a year), turnover %.3f, max drawdown %.3g, %lld bars\n",
+      d.cost_bps, p.mean_return, p.sharpe, p.bars_per_year, p.turnover, p.max_drawdown, static_cast<long long>(p.bars));
+}
+
 }  // namespace
 
 void add_evaluate_command(CLI::App& app) {
   struct Flags {
     ModelRunFlags run;
     std::string metrics_json;
+    double cost_bps = 0.0;
   };
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("evaluate", "Metrics of a saved model and the naive baselines on bars");
   add_model_run_flags(*cmd, flags->run);
   cmd->add_option("--metrics-json", flags->metrics_json, "Write the metrics as JSON")->check(writable_file());
+  cmd->add_option("--cost-bps", flags->cost_bps,
+                  "Trading cost of the desk metrics' position, in basis points per unit of position traded")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->callback([flags] {
     auto run = open_model_run(flags->run);
-    auto metrics = eval::evaluate_model(run.loaded.model, run.dataset, run.split, flags->run.batch_size, run.device);
+    const auto evaluation = eval::evaluate_for_desk(run.loaded.model, run.dataset, run.split, flags->run.batch_size,
+                                                    run.device, flags->cost_bps);
+    const auto& metrics = evaluation.metrics;
     auto baselines = eval::evaluate_baselines(run.dataset, run.split, run.loaded.model->options().quantiles());
     std::printf("%s split: %lld windows (metrics in units of the training return std)\n", data::split_name(run.split),
                 static_cast<long long>(run.dataset.num_windows(run.split)));
@@ -49,6 +71,7 @@ void add_evaluate_command(CLI::App& app) {
       print_units_row("zero return", baselines.zero.in_target_units);
       print_units_row("training quantiles", baselines.empirical.in_target_units);
     }
+    print_desk(evaluation.desk);
     if (!flags->metrics_json.empty()) {
       // Keys named after the split, as training names its own: val_loss, test_loss, train_loss.
       const std::string prefix = run.split == data::Split::Validation ? "val" : data::split_name(run.split);
@@ -60,6 +83,7 @@ void add_evaluate_command(CLI::App& app) {
                        {"model", eval::to_json(metrics)},
                        {"baseline_" + prefix + "_loss", baselines.best().loss},
                        {"baselines", eval::to_json(baselines)},
+                       {"desk", eval::to_json(evaluation.desk, run.dataset.spec().symbols)},
                        {"unknown_category_rows", run.dataset.notes().unknown_category_rows}};
       io::write_file_atomically(flags->metrics_json, j.dump(2) + "\n");
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -250,7 +251,11 @@ nlohmann::json to_json(const std::vector<InformationCoefficient>& per_step) {
 
 nlohmann::json to_json(const DeskMetrics& m, const std::vector<std::string>& series_names) {
   nlohmann::json coverage = nlohmann::json::object();
-  for (size_t k = 0; k < m.quantiles.size(); ++k) coverage[std::to_string(m.quantiles[k])] = number(m.coverage[k]);
+  for (size_t k = 0; k < m.quantiles.size(); ++k) {
+    char level[32];
+    std::snprintf(level, sizeof level, "%g", m.quantiles[k]);
+    coverage[level] = number(m.coverage[k]);
+  }
   nlohmann::json per_series = nlohmann::json::object();
   for (size_t k = 0; k < m.series.size(); ++k) {
     const auto id = static_cast<size_t>(m.series[k]);

@@ -74,6 +74,39 @@ TEST_F(TrainCli, EvaluateOfTheSavedModelReproducesTrainingsValidationLoss) {
   EXPECT_NE(evaluated["test_loss"].get<double>(), trained["val_loss"].get<double>());
 }
 
+// The desk's metrics of issue 36 (values checked by hand in tests/eval/desk_metrics_test.cpp):
+// in the JSON with the series named, and the cost taken from the position's returns.
+TEST_F(TrainCli, EvaluateReportsTheDeskMetrics) {
+  auto model = train("m.safetensors");
+  auto desk = [&](const std::string& cost) {
+    const auto json = dir_.file("eval.json");
+    auto run = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --cost-bps " + cost +
+                                  " --metrics-json " + json);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_THAT(run.out, HasSubstr("central interval"));
+    return nlohmann::json::parse(test::read_text(json));
+  };
+  const auto free = desk("0"), costly = desk("5");
+  const auto& d = free.at("desk");
+  EXPECT_EQ(d.at("windows"), free.at("windows"));
+  for (const char* level : {"0.1", "0.5", "0.9"}) {
+    const double c = d.at("coverage").at(level).get<double>();
+    EXPECT_TRUE(c > 0.0 && c < 1.0) << level << ": " << c;
+  }
+  EXPECT_TRUE(d.at("ic_per_series").contains("ES") && d.at("ic_per_series").contains("NQ")) << d.dump();
+  EXPECT_EQ(d.at("ic_pooled").size(), 4u);  // one per horizon step
+  // Both series forecast every bar: the cost takes cost x turnover off the mean return.
+  const auto& p = d.at("position");
+  const auto& q = costly.at("desk").at("position");
+  EXPECT_EQ(p.at("turnover"), q.at("turnover"));
+  EXPECT_NEAR(p.at("mean_return").get<double>() - q.at("mean_return").get<double>(),
+              5e-4 * p.at("turnover").get<double>(), 1e-12);
+
+  auto run = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --cost-bps -1");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--cost-bps"));
+}
+
 TEST_F(TrainCli, PredictWritesOneRowPerWindowAndStep) {
   auto model = train("m.safetensors");
   auto out = dir_.file("forecasts.csv");

@@ -7,6 +7,7 @@
 
 #include "qtft/data/batch.h"
 #include "qtft/data/dataset.h"
+#include "qtft/eval/desk_metrics.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/eval/window_units.h"
 #include "qtft/model/tft.h"
@@ -16,6 +17,15 @@ namespace qtft::eval {
 // Runs the model in eval mode without gradients over every window of `split`, in order.
 ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
                                size_t batch_size, c10::Device device);
+
+// evaluate_model, and the desk's metrics of the same forecasts (in the target's units, each
+// window's series and first forecast bar from the dataset): one pass.
+struct Evaluation {
+  ForecastMetrics metrics;
+  DeskMetrics desk;
+};
+Evaluation evaluate_for_desk(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
+                             size_t batch_size, c10::Device device, double cost_bps);
 
 // The same walk, handing each batch and its output to `visit` (prediction, explanation).
 // `stop_requested`, polled after every batch, ends the walk early; returns false then.

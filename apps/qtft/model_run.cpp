@@ -10,8 +10,9 @@ namespace qtft::cli {
 void add_model_run_flags(CLI::App& cmd, ModelRunFlags& f) {
   cmd.add_option("--load-model", f.load_model, "A model saved by qtft train")->required()->check(CLI::ExistingFile);
   add_bar_source_flags(cmd, f.data);
-  cmd.add_option("--split", f.split, "Which windows: train, validation or test")
-      ->check(CLI::IsMember({"train", "validation", "test"}))
+  cmd.add_option("--split", f.split,
+                 "Which windows: train, validation, test, or all (every window of the data, across the splits)")
+      ->check(CLI::IsMember({"train", "validation", "test", "all"}))
       ->capture_default_str();
   cmd.add_option("--batch-size", f.batch_size, "Windows per forward pass")->capture_default_str();
   add_runtime_flags(cmd, f.runtime);
@@ -43,6 +44,7 @@ ModelRun open_model_run(ModelRunFlags& f) {
                                     data::StoreAccess::BuildIfNeeded, print_store);
   auto split = f.split == "train"        ? data::Split::Train
                : f.split == "validation" ? data::Split::Validation
+               : f.split == "all"        ? data::Split::All
                                          : data::Split::Test;
   return {device, std::move(loaded), std::move(dataset), split};
 }

@@ -564,8 +564,8 @@ std::array<int64_t, 4> split_bounds(int64_t rows, const DatasetOptions& o) {
 }
 
 const char* split_name(Split split) {
-  static constexpr EnumNames<Split, 3> kNames{
-      {{Split::Train, "train"}, {Split::Validation, "validation"}, {Split::Test, "test"}}};
+  static constexpr EnumNames<Split, 4> kNames{
+      {{Split::Train, "train"}, {Split::Validation, "validation"}, {Split::Test, "test"}, {Split::All, "all"}}};
   return enum_name(kNames, split);
 }
 
@@ -650,13 +650,14 @@ void Dataset::require_a_window_per_split() const {
 }
 
 void Dataset::index_windows() {
-  for (Split split : kAllSplits) {
+  for (Split split : {Split::Train, Split::Validation, Split::Test, Split::All}) {
     auto k = static_cast<size_t>(split);
     auto& first = first_window_[k];
     first.assign(series_.size() + 1, 0);
     for (size_t s = 0; s < series_.size(); ++s) {
       const auto& b = series_[s].split_bounds;
-      first[s + 1] = first[s] + static_cast<size_t>(windows_in(b[k + 1] - b[k], options_));
+      const int64_t rows = split == Split::All ? b[3] - b[0] : b[k + 1] - b[k];
+      first[s + 1] = first[s] + static_cast<size_t>(windows_in(rows, options_));
     }
   }
 }
@@ -672,7 +673,8 @@ WindowRef Dataset::window(Split split, size_t index) const {
   }
   // The series whose range [first[s], first[s+1]) holds the index.
   auto s = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), index) - first.begin()) - 1;
-  auto start = series_[s].split_bounds[k] + static_cast<int64_t>(index - first[s]);
+  const auto& bounds = series_[s].split_bounds;
+  auto start = (split == Split::All ? bounds[0] : bounds[k]) + static_cast<int64_t>(index - first[s]);
   return {static_cast<uint32_t>(s), static_cast<uint32_t>(start)};
 }
 

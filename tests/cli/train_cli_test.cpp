@@ -102,7 +102,18 @@ TEST_F(TrainCli, EvaluateReportsTheDeskMetrics) {
   EXPECT_NEAR(p.at("mean_return").get<double>() - q.at("mean_return").get<double>(),
               5e-4 * p.at("turnover").get<double>(), 1e-12);
 
-  auto run = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --cost-bps -1");
+  // Every window of the file, across the splits: 1200 bars a symbol give 1199 feature rows
+  // and 1199 - (16 + 4) + 1 windows of encoder 16 and horizon 4.
+  const auto json = dir_.file("all.json");
+  auto run = run_qtft(
+      dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --split all --metrics-json " + json);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto all = nlohmann::json::parse(test::read_text(json));
+  EXPECT_EQ(all.at("split"), "all");
+  EXPECT_EQ(all.at("windows"), 2 * 1180);
+  EXPECT_EQ(all.at("desk").at("windows"), 2 * 1180);
+
+  run = run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --cost-bps -1");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("--cost-bps"));
 }

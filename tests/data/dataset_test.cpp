@@ -79,6 +79,13 @@ TEST(Dataset, SplitsChronologicallyWithoutWindowsCrossingBoundaries) {
   EXPECT_EQ(d.window(Split::Validation, 0).start, 60u);
   EXPECT_EQ(d.window(Split::Validation, 15).series, 1u);
   EXPECT_THROW(d.window(Split::Test, 30), Error);
+  // All: every window of 6 rows in 100, across the bounds: 95 per symbol, in order.
+  EXPECT_EQ(d.num_windows(Split::All), 190u);
+  EXPECT_EQ(d.window(Split::All, 0).start, 0u);
+  EXPECT_EQ(d.window(Split::All, 94).start, 94u);
+  EXPECT_EQ(d.window(Split::All, 95).series, 1u);
+  EXPECT_EQ(d.window(Split::All, 95).start, 0u);
+  EXPECT_EQ(std::string(split_name(Split::All)), "all");
 }
 
 TEST(Dataset, NormalizationComesFromTheTrainingSplitOnly) {

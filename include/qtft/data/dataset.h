@@ -14,7 +14,10 @@
 
 namespace qtft::data {
 
-enum class Split { Train = 0, Validation = 1, Test = 2 };
+// All: every window of every series, across the splits' bounds too (a deployed model scored
+// on a file of new bars: `evaluate --split all`). kAllSplits are the three the model's
+// training divides the rows into.
+enum class Split { Train = 0, Validation = 1, Test = 2, All = 3 };
 inline constexpr std::array<Split, 3> kAllSplits{Split::Train, Split::Validation, Split::Test};
 const char* split_name(Split split);
 
@@ -284,7 +287,7 @@ class Dataset {
   std::shared_ptr<const void> storage_;
   ViewReader reader_;
   // first_window_[split][s] = index of series s's first window within the split.
-  std::array<std::vector<size_t>, 3> first_window_;
+  std::array<std::vector<size_t>, 4> first_window_;  // kAllSplits, then Split::All
 };
 
 }  // namespace qtft::data

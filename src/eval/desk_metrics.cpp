@@ -11,6 +11,7 @@
 #include <numeric>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "qtft/common/error.h"
 #include "qtft/eval/metrics.h"
@@ -148,6 +149,15 @@ DeskMetrics DeskMetricsAccumulator::result() const {
 
   // Information coefficients per horizon step: pooled, per series, and per bar across series.
   auto median_at = [&](const Window* w, int64_t s) { return w->forecast[s * nq + median_]; };
+  // Step s's median forecasts and outcomes of `windows`.
+  auto pairs = [&](const std::vector<const Window*>& windows, int64_t s) {
+    std::pair<std::vector<double>, std::vector<double>> xy;
+    for (const Window* w : windows) {
+      xy.first.push_back(median_at(w, s));
+      xy.second.push_back(w->realized[s]);
+    }
+    return xy;
+  };
   std::map<int64_t, std::vector<const Window*>> by_series, by_time;
   for (const Window* w : order) {
     by_series[w->series].push_back(w);
@@ -156,29 +166,17 @@ DeskMetrics DeskMetricsAccumulator::result() const {
   for (const auto& [series, _] : by_series) m.series.push_back(series);
   m.ic_per_series.resize(by_series.size());
   for (int64_t s = 0; s < h; ++s) {
-    std::vector<double> x, y;
-    for (const Window* w : order) {
-      x.push_back(median_at(w, s));
-      y.push_back(w->realized[s]);
-    }
+    const auto [x, y] = pairs(order, s);
     m.ic_pooled.push_back(correlation_with_t(x, y));
     size_t k = 0;
     for (const auto& [_, windows] : by_series) {
-      std::vector<double> xs, ys;
-      for (const Window* w : windows) {
-        xs.push_back(median_at(w, s));
-        ys.push_back(w->realized[s]);
-      }
+      const auto [xs, ys] = pairs(windows, s);
       m.ic_per_series[k++].push_back(correlation_with_t(xs, ys));
     }
     std::vector<double> per_bar;
     for (const auto& [_, windows] : by_time) {
       if (windows.size() < 3) continue;
-      std::vector<double> xs, ys;
-      for (const Window* w : windows) {
-        xs.push_back(median_at(w, s));
-        ys.push_back(w->realized[s]);
-      }
+      const auto [xs, ys] = pairs(windows, s);
       const double ic = rank_correlation(xs, ys);
       if (std::isfinite(ic)) per_bar.push_back(ic);
     }

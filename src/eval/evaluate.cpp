@@ -38,22 +38,51 @@ ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const da
   return *evaluate_model_unless_stopped(model, dataset, split, batch_size, device, {});
 }
 
+namespace {
+
+// The desk's inputs of a batch: forecasts and outcomes in the target's units, each window's
+// series and the time of its first forecast bar.
+void add_to_desk(DeskMetricsAccumulator& desk, const data::Dataset& dataset, const data::Batch& batch,
+                 const at::Tensor& quantiles, const WindowUnits& units) {
+  const auto options = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor scale = at::tensor(units.scale, options).view({-1, 1});
+  const at::Tensor center = at::tensor(units.center, options).view({-1, 1});
+  const auto encoder = static_cast<size_t>(dataset.options().encoder_length);
+  std::vector<int64_t> series, first_bar_ns;
+  for (const data::WindowRef& w : batch.windows) {
+    const auto& view = dataset.series()[w.series];
+    series.push_back(view.symbol_id);
+    first_bar_ns.push_back(view.timestamp_ns[w.start + encoder]);
+  }
+  desk.add(quantiles.to(at::kCPU, at::kDouble) * scale.unsqueeze(-1) + center.unsqueeze(-1),
+           batch.target.to(at::kDouble) * scale + center, series, first_bar_ns);
+}
+
+// The one walk over the split's windows in order: the metrics, and the desk's when given.
+bool accumulate(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
+                size_t batch_size, c10::Device device, MetricsAccumulator& metrics, DeskMetricsAccumulator* desk,
+                const std::function<bool()>& stop_requested) {
+  size_t first = 0;  // the windows arrive in order
+  return for_each_forecast(
+      model, dataset, split, batch_size, device,
+      [&](const data::Batch& batch, const model::TftOutput& out) {
+        const auto count = static_cast<size_t>(batch.size());
+        const WindowUnits units = target_units_of(dataset, split, first, count);
+        metrics.add(out.quantiles, batch.target.to(out.quantiles.device()), units);
+        if (desk) add_to_desk(*desk, dataset, batch, out.quantiles, units);
+        first += count;
+      },
+      stop_requested);
+}
+
+}  // namespace
+
 std::optional<ForecastMetrics> evaluate_model_unless_stopped(model::TemporalFusionTransformer& model,
                                                              const data::Dataset& dataset, data::Split split,
                                                              size_t batch_size, c10::Device device,
                                                              const std::function<bool()>& stop_requested) {
   MetricsAccumulator metrics(model->options().quantiles());
-  size_t first = 0;  // the windows arrive in order
-  const bool finished = for_each_forecast(
-      model, dataset, split, batch_size, device,
-      [&](const data::Batch& batch, const model::TftOutput& out) {
-        const auto count = static_cast<size_t>(batch.size());
-        metrics.add(out.quantiles, batch.target.to(out.quantiles.device()),
-                    target_units_of(dataset, split, first, count));
-        first += count;
-      },
-      stop_requested);
-  if (!finished) return std::nullopt;
+  if (!accumulate(model, dataset, split, batch_size, device, metrics, nullptr, stop_requested)) return std::nullopt;
   return metrics.result();
 }
 
@@ -62,28 +91,7 @@ Evaluation evaluate_for_desk(model::TemporalFusionTransformer& model, const data
   const auto& quantiles = model->options().quantiles();
   MetricsAccumulator metrics(quantiles);
   DeskMetricsAccumulator desk(quantiles, cost_bps);
-  const auto encoder = static_cast<size_t>(dataset.options().encoder_length);
-  size_t first = 0;
-  for_each_forecast(model, dataset, split, batch_size, device,
-                    [&](const data::Batch& batch, const model::TftOutput& out) {
-                      const auto count = static_cast<size_t>(batch.size());
-                      const WindowUnits units = target_units_of(dataset, split, first, count);
-                      const at::Tensor target = batch.target.to(out.quantiles.device());
-                      metrics.add(out.quantiles, target, units);
-                      const auto options = at::TensorOptions().dtype(at::kDouble);
-                      const at::Tensor scale = at::tensor(units.scale, options).view({-1, 1});
-                      const at::Tensor center = at::tensor(units.center, options).view({-1, 1});
-                      std::vector<int64_t> series, first_bar_ns;
-                      for (const data::WindowRef& w : batch.windows) {
-                        const auto& view = dataset.series()[w.series];
-                        series.push_back(view.symbol_id);
-                        first_bar_ns.push_back(view.timestamp_ns[w.start + encoder]);
-                      }
-                      const at::Tensor forecast = out.quantiles.to(at::kCPU, at::kDouble);
-                      desk.add(forecast * scale.unsqueeze(-1) + center.unsqueeze(-1),
-                               batch.target.to(at::kDouble) * scale + center, series, first_bar_ns);
-                      first += count;
-                    });
+  accumulate(model, dataset, split, batch_size, device, metrics, &desk, {});
   return {metrics.result(), desk.result()};
 }
 

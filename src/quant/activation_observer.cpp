@@ -178,8 +178,8 @@ void ActivationFakeQuantImpl::pretty_print(std::ostream& stream) const {
 void ActivationFakeQuantImpl::observe(at::Tensor min_max) {
   // ATen's fused op updates running_min/max, scale and zero_point in place from the min and
   // max of what it is given, and nothing else of it; given just those two values it does
-  // the observer's arithmetic exactly as on x. x itself is then fake-quantized by the
-  // faster fake_quantize_per_tensor (bitwise what the fused op's own kernel would give).
+  // the observer's arithmetic exactly as on the batch. The caller fake-quantizes the batch
+  // itself with fake_quantize_per_tensor (bitwise what the fused op's own kernel would give).
   if (extremes_reducer_) {
     c10::NoGradGuard no_grad;
     extremes_reducer_(min_max);

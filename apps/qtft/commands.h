@@ -22,5 +22,7 @@ void add_quantize_command(CLI::App& app);
 void add_export_int8_command(CLI::App& app);
 void add_memory_report_command(CLI::App& app);
 void add_watch_command(CLI::App& app);
+void add_backtest_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 
 }  // namespace qtft::cli

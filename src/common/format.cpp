@@ -89,6 +89,32 @@ std::string format_utc(int64_t timestamp_ns) {
   return out + "Z";
 }
 
+int64_t parse_utc(const std::string& text, const std::string& what) {
+  using namespace std::chrono;
+  int y = 0, h = 0, mi = 0, sec = 0, used = 0;
+  unsigned mo = 0, d = 0;
+  const auto bad = [&] {
+    return UsageError(what + " " + text +
+                      ": not a UTC date or time (2024-01-02, 2024-01-02T08:30, 2024-01-02T08:30:15Z)");
+  };
+  if (std::sscanf(text.c_str(), "%4d-%2u-%2u%n", &y, &mo, &d, &used) != 3 || used != 10) throw bad();
+  std::string rest = text.substr(10);
+  if (!rest.empty() && (rest[0] == 'T' || rest[0] == ' ')) {
+    int n = 0;
+    if (std::sscanf(rest.c_str() + 1, "%2d:%2d%n", &h, &mi, &n) != 2 || n != 5) throw bad();
+    rest = rest.substr(6);
+    if (!rest.empty() && rest[0] == ':') {
+      if (std::sscanf(rest.c_str() + 1, "%2d%n", &sec, &n) != 1 || n != 2) throw bad();
+      rest = rest.substr(3);
+    }
+  }
+  if (rest == "Z") rest.clear();
+  const year_month_day ymd{year{y}, month{mo}, day{d}};
+  if (!rest.empty() || !ymd.ok() || h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 || sec > 59) throw bad();
+  const int64_t days = sys_days{ymd}.time_since_epoch().count();
+  return ((days * 24 + h) * 60 + mi) * 60 * kNanosPerSecond + sec * kNanosPerSecond;
+}
+
 std::string join_names(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -11,10 +12,9 @@
 
 namespace qtft::data {
 
-BarSet load_bars(const BarSource& source) {
-  if (!source.parquet_file.empty() && !source.csv_file.empty()) {
-    throw UsageError("give --parquet-file or --csv-file, not both");
-  }
+namespace {
+
+BarSet read_whole_source(const BarSource& source) {
   if (source.is_dataset_folder()) return read_bars_parquet_dataset(source.parquet_file, source.read);
   if (!source.parquet_file.empty()) return read_bars_parquet(source.parquet_file, source.read);
   if (!source.csv_file.empty()) return read_bars_csv(source.csv_file, source.read);
@@ -28,6 +28,26 @@ BarSet load_bars(const BarSource& source) {
   const auto declared = without_columns(source.read.inputs, describe_source(source));
   bars.declared.calendar_timezone = declared.calendar_timezone;
   bars.declared.target = declared.target;  // a transform of the close
+  return bars;
+}
+
+void keep_bars_through(BarSet& bars, int64_t through_ns) {
+  for (auto& series : bars.series) {
+    const auto& ts = series.timestamp_ns;
+    const auto keep = static_cast<size_t>(std::upper_bound(ts.begin(), ts.end(), through_ns) - ts.begin());
+    if (keep < series.size()) series = slice_bars(series, 0, keep);
+  }
+  std::erase_if(bars.series, [](const BarSeries& s) { return s.size() == 0; });
+}
+
+}  // namespace
+
+BarSet load_bars(const BarSource& source) {
+  if (!source.parquet_file.empty() && !source.csv_file.empty()) {
+    throw UsageError("give --parquet-file or --csv-file, not both");
+  }
+  BarSet bars = read_whole_source(source);
+  if (source.is_cut()) keep_bars_through(bars, source.through_ns);
   return bars;
 }
 
@@ -72,7 +92,7 @@ std::filesystem::path user_cache_store(const std::string& folder) {
 }  // namespace
 
 std::string BarSource::feature_store_folder() const {
-  if (in_memory || uses_embedded_data()) return "";
+  if (in_memory || uses_embedded_data() || is_cut()) return "";
   if (!feature_store.empty()) return feature_store;
   if (!is_dataset_folder()) return "";
   return (stores_in_user_cache(parquet_file) ? user_cache_store(parquet_file) : store_next_to(parquet_file)).string();

@@ -4,22 +4,27 @@
 #include <ATen/ops/tensor.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <algorithm>
 #include <numeric>
 
 namespace qtft::eval {
 
-bool for_each_forecast(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
-                       size_t batch_size, c10::Device device,
-                       const std::function<void(const data::Batch&, const model::TftOutput&)>& visit,
-                       const std::function<bool()>& stop_requested) {
+namespace {
+
+// The walk both for_each_forecast overloads take: batches of `batch_size` windows, the
+// indices of the batch starting at `first` given by `fill`.
+bool walk_batches(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split, size_t n,
+                  size_t batch_size, c10::Device device,
+                  const std::function<void(size_t first, std::vector<size_t>& indices)>& fill,
+                  const std::function<void(const data::Batch&, const model::TftOutput&)>& visit,
+                  const std::function<bool()>& stop_requested) {
   torch::NoGradGuard no_grad;
   bool was_training = model->is_training();
   model->eval();
-  const size_t n = dataset.num_windows(split);
   std::vector<size_t> indices(std::min(batch_size, n));
   for (size_t first = 0; first < n; first += batch_size) {
     indices.resize(std::min(batch_size, n - first));
-    std::iota(indices.begin(), indices.end(), first);
+    fill(first, indices);
     auto batch = data::make_batch(dataset, split, indices);
     auto out = model->forward(batch.observed.to(device), batch.known.to(device), batch.symbol.to(device),
                               batch.statics.to(device));
@@ -31,6 +36,30 @@ bool for_each_forecast(model::TemporalFusionTransformer& model, const data::Data
   }
   model->train(was_training);
   return true;
+}
+
+}  // namespace
+
+bool for_each_forecast(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
+                       size_t batch_size, c10::Device device,
+                       const std::function<void(const data::Batch&, const model::TftOutput&)>& visit,
+                       const std::function<bool()>& stop_requested) {
+  return walk_batches(
+      model, dataset, split, dataset.num_windows(split), batch_size, device,
+      [](size_t first, std::vector<size_t>& indices) { std::iota(indices.begin(), indices.end(), first); }, visit,
+      stop_requested);
+}
+
+bool for_each_forecast(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
+                       std::span<const size_t> indices, size_t batch_size, c10::Device device,
+                       const std::function<void(const data::Batch&, const model::TftOutput&)>& visit,
+                       const std::function<bool()>& stop_requested) {
+  return walk_batches(
+      model, dataset, split, indices.size(), batch_size, device,
+      [&](size_t first, std::vector<size_t>& batch) {
+        std::copy_n(indices.begin() + static_cast<std::ptrdiff_t>(first), batch.size(), batch.begin());
+      },
+      visit, stop_requested);
 }
 
 ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
@@ -59,20 +88,16 @@ void add_to_desk(DeskMetricsAccumulator& desk, const data::Dataset& dataset, con
 }
 
 // The one walk over the split's windows in order: the metrics, and the desk's when given.
-bool accumulate(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
-                size_t batch_size, c10::Device device, MetricsAccumulator& metrics, DeskMetricsAccumulator* desk,
-                const std::function<bool()>& stop_requested) {
-  size_t first = 0;  // the windows arrive in order
-  return for_each_forecast(
-      model, dataset, split, batch_size, device,
-      [&](const data::Batch& batch, const model::TftOutput& out) {
-        const auto count = static_cast<size_t>(batch.size());
-        const WindowUnits units = target_units_of(dataset, split, first, count);
-        metrics.add(out.quantiles, batch.target.to(out.quantiles.device()), units);
-        if (desk) add_to_desk(*desk, dataset, batch, out.quantiles, units);
-        first += count;
-      },
-      stop_requested);
+// The metrics of a batch, and the desk's when given.
+std::function<void(const data::Batch&, const model::TftOutput&)> accumulating(
+    const data::Dataset& dataset, MetricsAccumulator& metrics, DeskMetricsAccumulator* desk,
+    const std::function<void(const data::Batch&, const model::TftOutput&)>& visit = {}) {
+  return [&dataset, &metrics, desk, visit](const data::Batch& batch, const model::TftOutput& out) {
+    const WindowUnits units = target_units_of(dataset, batch.windows);
+    metrics.add(out.quantiles, batch.target.to(out.quantiles.device()), units);
+    if (desk) add_to_desk(*desk, dataset, batch, out.quantiles, units);
+    if (visit) visit(batch, out);
+  };
 }
 
 }  // namespace
@@ -82,7 +107,10 @@ std::optional<ForecastMetrics> evaluate_model_unless_stopped(model::TemporalFusi
                                                              size_t batch_size, c10::Device device,
                                                              const std::function<bool()>& stop_requested) {
   MetricsAccumulator metrics(model->options().quantiles());
-  if (!accumulate(model, dataset, split, batch_size, device, metrics, nullptr, stop_requested)) return std::nullopt;
+  if (!for_each_forecast(model, dataset, split, batch_size, device, accumulating(dataset, metrics, nullptr),
+                         stop_requested)) {
+    return std::nullopt;
+  }
   return metrics.result();
 }
 
@@ -91,7 +119,18 @@ Evaluation evaluate_for_desk(model::TemporalFusionTransformer& model, const data
   const auto& quantiles = model->options().quantiles();
   MetricsAccumulator metrics(quantiles);
   DeskMetricsAccumulator desk(quantiles, cost_bps);
-  accumulate(model, dataset, split, batch_size, device, metrics, &desk, {});
+  for_each_forecast(model, dataset, split, batch_size, device, accumulating(dataset, metrics, &desk));
+  return {metrics.result(), desk.result()};
+}
+
+Evaluation evaluate_windows_for_desk(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
+                                     data::Split split, std::span<const size_t> indices, size_t batch_size,
+                                     c10::Device device, double cost_bps,
+                                     const std::function<void(const data::Batch&, const model::TftOutput&)>& visit) {
+  const auto& quantiles = model->options().quantiles();
+  MetricsAccumulator metrics(quantiles);
+  DeskMetricsAccumulator desk(quantiles, cost_bps);
+  for_each_forecast(model, dataset, split, indices, batch_size, device, accumulating(dataset, metrics, &desk, visit));
   return {metrics.result(), desk.result()};
 }
 

@@ -15,6 +15,10 @@ std::string format_rounded(double value);
 // "2024-01-02T08:30:00Z", with fractional seconds only when present.
 std::string format_utc(int64_t timestamp_ns);
 
+// The inverse for people's text: "2024-01-02", "2024-01-02T08:30", "2024-01-02 08:30:15Z"
+// (UTC; a space may stand for the T), as ns since the epoch. Throws UsageError naming `what`.
+int64_t parse_utc(const std::string& text, const std::string& what);
+
 // "a, b, c": names as a message lists them.
 std::string join_names(const std::vector<std::string>& names);
 

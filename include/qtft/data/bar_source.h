@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "qtft/data/bars.h"
@@ -21,6 +23,10 @@ struct BarSource {
   // ($XDG_CACHE_HOME/qtft/stores/<name>-<hash of the path>, else ~/.cache/...); none for a file.
   std::string feature_store;
   bool in_memory = false;  // no feature store: every feature in memory, as for a small file
+  // Bars after this time (UTC ns) are left out, as if the source ended there: a walk-forward
+  // fold trains on what was known at its date. A cut source is read into memory (no store).
+  int64_t through_ns = std::numeric_limits<int64_t>::max();
+  bool is_cut() const { return through_ns != std::numeric_limits<int64_t>::max(); }
   bool uses_embedded_data() const { return parquet_file.empty() && csv_file.empty(); }
   bool is_dataset_folder() const;
   std::string feature_store_folder() const;  // "" when the features are held in memory
@@ -28,7 +34,8 @@ struct BarSource {
   std::string feature_store_note() const;
 };
 
-// Every bar of the source in memory (a folder's files concatenated per symbol, in path order).
+// Every bar of the source in memory (a folder's files concatenated per symbol, in path order),
+// through its cut; a series with no bar by then is left out.
 BarSet load_bars(const BarSource& source);
 // The last `keep` bars of each series (what a forecast reads). A folder is read file by
 // file, keeping only those, so memory follows the largest file, not the history.

@@ -273,6 +273,10 @@ class Dataset {
     }
   }
   WindowRef window(Split split, size_t index) const;
+  // The index within `split` of series s's first window. A series' windows are consecutive,
+  // in order of start: window(split, first_window(split, s) + w) starts w rows after the
+  // split's first row of series s.
+  size_t first_window(Split split, size_t series) const { return first_window_[static_cast<size_t>(split)][series]; }
 
  private:
   static Dataset assemble(const BarSet& bars, const DatasetOptions& options, const FeatureSpec* saved);

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <optional>
+#include <span>
 
 #include "qtft/data/batch.h"
 #include "qtft/data/dataset.h"
@@ -27,10 +28,22 @@ struct Evaluation {
 Evaluation evaluate_for_desk(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
                              size_t batch_size, c10::Device device, double cost_bps);
 
+// evaluate_for_desk over the windows at `indices` of `split` (a walk-forward fold's), in
+// that order, handing each batch and its output to `visit` as well when given.
+Evaluation evaluate_windows_for_desk(
+    model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
+    std::span<const size_t> indices, size_t batch_size, c10::Device device, double cost_bps,
+    const std::function<void(const data::Batch&, const model::TftOutput&)>& visit = {});
+
 // The same walk, handing each batch and its output to `visit` (prediction, explanation).
 // `stop_requested`, polled after every batch, ends the walk early; returns false then.
 bool for_each_forecast(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
                        size_t batch_size, c10::Device device,
+                       const std::function<void(const data::Batch&, const model::TftOutput&)>& visit,
+                       const std::function<bool()>& stop_requested = {});
+// The same over the windows at `indices` of `split`, in that order.
+bool for_each_forecast(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
+                       std::span<const size_t> indices, size_t batch_size, c10::Device device,
                        const std::function<void(const data::Batch&, const model::TftOutput&)>& visit,
                        const std::function<bool()>& stop_requested = {});
 

@@ -1,0 +1,158 @@
+#pragma once
+
+// The walk-forward backtest (`qtft backtest`): train on the bars up to a date, forecast every
+// window of the next step out of sample, move forward, refit (continue the model on the new
+// bars, retrain it, or leave it), repeat. Each fold's forecasts and metrics go into an
+// output folder as they finish, so that a stopped backtest resumes from its last finished
+// fold and ends exactly as an uninterrupted one would.
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qtft/artifact/int8_kernels.h"
+#include "qtft/data/bar_source.h"
+#include "qtft/eval/desk_metrics.h"
+#include "qtft/eval/metrics.h"
+#include "qtft/train/progress.h"
+#include "qtft/train/trainer.h"
+#include "qtft/train/workflow.h"
+
+namespace qtft::train {
+
+// What happens to the model between folds: nothing, an update on the bars since the last
+// fold (observers live, `qtft train --update`), or training afresh on every bar so far.
+enum class Refit { None, Update, Full };
+Refit parse_refit(const std::string& name);  // none | update | full; else UsageError naming --refit
+const char* refit_name(Refit refit);
+
+// How far each fold moves: a number of the data's bars (its distinct timestamps over every
+// series) or a duration. Exactly one is positive.
+struct FoldStep {
+  int64_t bars = 0;
+  int64_t duration_ns = 0;
+};
+// "500" or "500bars" for bars; "30min", "12h", "5d", "2w" for a duration. Throws
+// UsageError naming --step.
+FoldStep parse_fold_step(const std::string& text);
+std::string describe_fold_step(const FoldStep& step);
+
+// Fold k trains on the bars through `train_through_ns` (its model's data) and forecasts
+// every window whose last encoder bar lies in [train_through_ns, forecast_until_ns): each
+// forecast bar comes after what the model trained on.
+struct Fold {
+  int64_t index = 0;
+  int64_t train_through_ns = 0;
+  int64_t forecast_until_ns = std::numeric_limits<int64_t>::max();  // the last fold: the data's end
+  int64_t bars = 0;  // the data's bars in [train_through_ns, forecast_until_ns)
+};
+
+// The windows of `dataset`'s Split::All whose last encoder bar lies in [from, until): a
+// fold's, with from = train_through_ns and until = forecast_until_ns.
+std::vector<size_t> fold_windows(const data::Dataset& dataset, int64_t from, int64_t until);
+
+struct FoldPlanOptions {
+  std::optional<int64_t> initial_train_until_ns;  // --initial-train-until
+  int64_t initial_train_bars = 0;                 // --initial-train-bars (one of the two)
+  FoldStep step;
+  int64_t encoder_length = 0, horizon = 0;
+};
+
+// The folds over `timeline`, the data's distinct timestamps in increasing order. Throws
+// UsageError naming the flag: a step shorter than the horizon (in bars, or as a duration at
+// the data's median bar spacing), an initial period without the bars of one window or at or
+// beyond the data's end. A duration step follows the calendar; a period holding fewer bars
+// than the horizon (a night, a weekend) joins the next fold.
+std::vector<Fold> plan_folds(std::span<const int64_t> timeline, const FoldPlanOptions& options);
+
+struct BacktestOptions {
+  data::BarSource source;
+  // The first fold's training, and every fold's under Refit::Full: data windows,
+  // architecture, QAT recipe, training options, device, stop_requested. The backtest itself
+  // is the test: no test split is cut from a fold's bars.
+  TrainingSetup setup;
+  FoldPlanOptions plan;  // its encoder length and horizon come from setup.dataset
+  Refit refit = Refit::Update;
+  int64_t update_epochs = 1;  // the epochs of each update (Refit::Update)
+  bool int8 = false;          // forecast with each fold's int8 export (a QAT model's)
+  artifact::Int8Kernels int8_kernels = artifact::Int8Kernels::integer;
+  bool keep_models = false;  // keep models/fold-NNN.safetensors (and .int8) of every fold
+  double cost_bps = 0.0;     // the desk metrics' trading cost
+  size_t forecast_batch_size = 512;
+  std::filesystem::path output;  // the folder: forecasts.parquet, folds.json, models/
+};
+
+// Checks the options that need no data (UsageError naming the flag).
+void check_backtest_options(const BacktestOptions& options);
+
+// What the options decide of the results, recorded in folds.json: a backtest resumes only
+// with the same (the device, batch sizes of the forecasts and the checkpointing policy do
+// not change the numbers and are left out).
+nlohmann::json backtest_identity(const BacktestOptions& options);
+
+// How a fold's model came to be.
+struct FoldTraining {
+  std::string kind;  // "train" (fresh), "update", "none" (the previous fold's model)
+  int64_t epochs = 0;
+  int64_t best_epoch = 0;
+  double best_val_loss = 0.0;
+  double seconds = 0.0;
+};
+
+struct FoldResult {
+  Fold fold;
+  FoldTraining training;
+  eval::ForecastMetrics metrics;  // in units of the model's target scale, as `evaluate`
+  eval::DeskMetrics desk;
+  double forecast_seconds = 0.0;
+  nlohmann::json record;  // the fold's entry in folds.json
+};
+
+// What the backtest reports as it goes; every hook is optional.
+class BacktestEvents {
+ public:
+  virtual ~BacktestEvents() = default;
+  virtual void planned(const std::vector<Fold>& /*folds*/, int64_t /*timeline_bars*/) {}
+  // Resuming a backtest in the output folder: these folds were finished.
+  virtual void resumed(int64_t /*finished_folds*/) {}
+  virtual void fold_started(const Fold& /*fold*/, const std::string& /*training*/) {}
+  virtual void fold_finished(const FoldResult& /*result*/, int64_t /*folds*/) {}
+  // The training's own events and epochs (quiet by default).
+  virtual TrainingEvents& training_events() { return quiet_; }
+  virtual ProgressReporter& training_progress() { return quiet_progress_; }
+
+ private:
+  TrainingEvents quiet_;
+  ProgressReporter quiet_progress_;
+};
+
+struct BacktestOutcome {
+  std::vector<FoldResult> folds;  // those this call ran (a resumed backtest's earlier ones are in document)
+  int64_t planned_folds = 0;
+  int64_t resumed_folds = 0;        // finished before this call
+  bool interrupted = false;         // stopped (setup.stop_requested): resumable from the folds finished
+  nlohmann::json document;          // folds.json as written
+  std::filesystem::path forecasts;  // forecasts.parquet, once every fold is done
+};
+
+// Runs (or resumes) the walk forward into options.output. Throws UsageError for options
+// that contradict the data or a backtest already in the folder, qtft::Error for data that
+// cannot be trained or forecast (naming the fold).
+BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& events);
+
+// The summary across folds of folds.json, from its folds' records: per metric its mean over
+// the folds, its standard deviation, and for the IC and the position's figures the
+// t-statistic of the mean and how many folds were positive.
+nlohmann::json summarize_folds(const nlohmann::json& folds);
+
+inline constexpr const char* kBacktestFormat = "qtft-backtest-1";
+
+}  // namespace qtft::train

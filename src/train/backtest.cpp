@@ -1,0 +1,391 @@
+// The walk forward itself: per fold, train (or update, or keep) the model on the bars known
+// at the fold's date, forecast the next step's windows out of sample, and record the fold
+// before starting the next, so that a stopped backtest resumes where it stood.
+#include "qtft/train/backtest.h"
+
+#include <ATen/ops/tensor.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "qtft/artifact/int8_file.h"
+#include "qtft/artifact/model_loading.h"
+#include "qtft/common/error.h"
+#include "qtft/common/format.h"
+#include "qtft/data/backtest_forecasts.h"
+#include "qtft/data/batch.h"
+#include "qtft/data/detail/feature_spec_json.h"
+#include "qtft/eval/evaluate.h"
+#include "qtft/eval/explanation.h"
+#include "qtft/eval/window_units.h"
+#include "qtft/io/atomic_file.h"
+#include "qtft/train/calibration.h"
+#include "qtft/train/run_training.h"
+
+namespace qtft::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string numbered(const char* stem, int64_t fold, const char* extension) {
+  char name[64];
+  std::snprintf(name, sizeof name, "%s-%03lld%s", stem, static_cast<long long>(fold), extension);
+  return name;
+}
+
+fs::path model_path(const fs::path& dir, int64_t fold) {
+  return dir / "models" / numbered("fold", fold, ".safetensors");
+}
+fs::path int8_path(const fs::path& dir, int64_t fold) {
+  return dir / "models" / numbered("fold", fold, ".int8.safetensors");
+}
+fs::path part_path(const fs::path& dir, int64_t fold) { return dir / "parts" / numbered("fold", fold, ".parquet"); }
+
+// The data's clock: every series' timestamps, merged, each once.
+std::vector<int64_t> clock_of(const data::BarSet& bars) {
+  std::vector<int64_t> clock;
+  for (const auto& s : bars.series) clock.insert(clock.end(), s.timestamp_ns.begin(), s.timestamp_ns.end());
+  std::sort(clock.begin(), clock.end());
+  clock.erase(std::unique(clock.begin(), clock.end()), clock.end());
+  return clock;
+}
+
+}  // namespace
+
+std::vector<size_t> fold_windows(const data::Dataset& dataset, int64_t from, int64_t until) {
+  const int64_t encoder = dataset.options().encoder_length, horizon = dataset.options().horizon;
+  std::vector<size_t> indices;
+  for (size_t s = 0; s < dataset.series().size(); ++s) {
+    const auto ts = dataset.series()[s].timestamp_ns;
+    const auto windows = static_cast<int64_t>(ts.size()) - encoder - horizon + 1;
+    if (windows <= 0) continue;
+    const auto origin_index = [&](int64_t t) {
+      return (std::lower_bound(ts.begin(), ts.end(), t) - ts.begin()) - (encoder - 1);
+    };
+    const int64_t first = std::max<int64_t>(0, origin_index(from));
+    const int64_t last = std::min(windows, origin_index(until));
+    for (int64_t w = first; w < last; ++w) indices.push_back(dataset.first_window(data::Split::All, s) + w);
+  }
+  return indices;
+}
+
+namespace {
+
+// Every window of the data under a model's features, kept while the features stay the same
+// (an update keeps its model's; a full refit fits its own).
+class ScoringData {
+ public:
+  explicit ScoringData(std::shared_ptr<const data::BarSet> bars) : bars_(std::move(bars)) {}
+  const data::Dataset& under(const artifact::ModelFile& model) {
+    const std::string key =
+        nlohmann::json{{"spec", data::to_json(model.features)}, {"windows", data::to_json(model.dataset)}}.dump();
+    if (!dataset_ || key != key_) {
+      dataset_.reset();  // one at a time
+      dataset_ = std::make_unique<data::Dataset>(data::Dataset::build(*bars_, model.dataset, model.features));
+      key_ = key;
+    }
+    return *dataset_;
+  }
+
+ private:
+  std::shared_ptr<const data::BarSet> bars_;
+  std::unique_ptr<data::Dataset> dataset_;
+  std::string key_;
+};
+
+// The fold's forecasts as rows, in the target's units.
+class ForecastRows {
+ public:
+  ForecastRows(const data::Dataset& dataset, int32_t fold, std::vector<double> quantiles) : dataset_(dataset) {
+    rows_.quantiles = std::move(quantiles);
+    rows_.value.resize(rows_.quantiles.size());
+    fold_ = fold;
+  }
+  void add(const data::Batch& batch, const model::TftOutput& out) {
+    const auto units = eval::target_units_of(dataset_, batch.windows);
+    const auto forecast = out.quantiles.to(at::kCPU, at::kDouble).contiguous();
+    const auto target = batch.target.to(at::kDouble).contiguous();
+    const int64_t horizon = forecast.size(1), q_count = forecast.size(2);
+    const double* f = forecast.data_ptr<double>();
+    const double* y = target.data_ptr<double>();
+    const auto encoder = static_cast<size_t>(dataset_.options().encoder_length);
+    for (size_t b = 0; b < batch.windows.size(); ++b) {
+      const auto& window = batch.windows[b];
+      const auto& series = dataset_.series()[window.series];
+      const size_t origin = window.start + encoder - 1;
+      for (int64_t h = 0; h < horizon; ++h) {
+        rows_.fold.push_back(fold_);
+        rows_.symbol.push_back(series.symbol);
+        rows_.origin_ns.push_back(series.timestamp_ns[origin]);
+        rows_.timestamp_ns.push_back(series.timestamp_ns[origin + 1 + static_cast<size_t>(h)]);
+        rows_.step.push_back(static_cast<int32_t>(h + 1));
+        const int64_t at = static_cast<int64_t>(b) * horizon + h;
+        for (int64_t q = 0; q < q_count; ++q) {
+          rows_.value[static_cast<size_t>(q)].push_back(f[at * q_count + q] * units.scale[b] + units.center[b]);
+        }
+        rows_.realized.push_back(y[at] * units.scale[b] + units.center[b]);
+      }
+    }
+  }
+  const data::BacktestForecasts& rows() const { return rows_; }
+
+ private:
+  const data::Dataset& dataset_;
+  int32_t fold_ = 0;
+  data::BacktestForecasts rows_;
+};
+
+nlohmann::json utc_or_null(int64_t ns) {
+  return ns == std::numeric_limits<int64_t>::max() ? nlohmann::json(nullptr) : nlohmann::json(format_utc(ns));
+}
+
+// The top-level options that differ between a recorded backtest and this one, as
+// "refit: update there, none here".
+std::string differences(const nlohmann::json& recorded, const nlohmann::json& now) {
+  std::string out;
+  for (const auto& [key, value] : now.items()) {
+    const auto there = recorded.contains(key) ? recorded.at(key) : nlohmann::json(nullptr);
+    if (there == value) continue;
+    // Nested objects name their first differing key.
+    std::string name = key, a = there.dump(), b = value.dump();
+    if (there.is_object() && value.is_object()) {
+      for (const auto& [inner, v] : value.items()) {
+        const auto t = there.contains(inner) ? there.at(inner) : nlohmann::json(nullptr);
+        if (t == v) continue;
+        name = key + "." + inner, a = t.dump(), b = v.dump();
+        break;
+      }
+    }
+    out += (out.empty() ? "" : "; ") + name + ": " + a + " there, " + b + " here";
+  }
+  return out;
+}
+
+struct FolderState {
+  nlohmann::json document;
+  int64_t finished = 0;
+};
+
+// The output folder is new, empty, or a backtest's: anything else is not written into.
+void require_backtest_folder(const BacktestOptions& o) {
+  std::error_code ec;
+  if (fs::exists(o.output / "folds.json", ec)) return;
+  if (fs::exists(o.output, ec) && (!fs::is_directory(o.output, ec) || !fs::is_empty(o.output, ec))) {
+    throw UsageError("--output " + o.output.string() +
+                     ": holds files but no folds.json, so it is not a backtest's output to resume; give a new or "
+                     "empty folder");
+  }
+}
+
+// The record of the backtest in the folder, which must be this one, or a new one.
+FolderState read_folder(const BacktestOptions& o, const nlohmann::json& identity, const std::vector<Fold>& folds) {
+  FolderState state;
+  const fs::path record = o.output / "folds.json";
+  std::error_code ec;
+  if (!fs::exists(record, ec)) {
+    state.document = {{"format", kBacktestFormat}, {"options", identity}, {"folds", nlohmann::json::array()}};
+    return state;
+  }
+  std::ifstream in(record);
+  try {
+    state.document = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(record.string() + ": not readable JSON (" + e.what() + ")");
+  }
+  if (!state.document.is_object() || state.document.value("format", "") != kBacktestFormat ||
+      !state.document.contains("options") || !state.document.contains("folds")) {
+    throw Error(record.string() + ": not a qtft backtest's record (format " + kBacktestFormat + ")");
+  }
+  const auto& recorded = state.document.at("options");
+  if (recorded != identity) {
+    throw UsageError("--output " + o.output.string() + " holds a backtest with other options (" +
+                     differences(recorded, identity) +
+                     "): resume it with the options it was started with, or write to another folder");
+  }
+  const auto& done = state.document.at("folds");
+  state.finished = static_cast<int64_t>(done.size());
+  for (int64_t k = 0; k < state.finished; ++k) {
+    if (k >= static_cast<int64_t>(folds.size()) || done[static_cast<size_t>(k)].value("train_through", "") !=
+                                                       format_utc(folds[static_cast<size_t>(k)].train_through_ns)) {
+      throw Error(record.string() + ": fold " + std::to_string(k) +
+                  " was planned at another date: the data changed since the backtest began; start it anew in "
+                  "another folder");
+    }
+  }
+  return state;
+}
+
+void write_document(const BacktestOptions& o, const nlohmann::json& document) {
+  io::write_file_atomically(o.output / "folds.json", document.dump(2) + "\n");
+}
+
+}  // namespace
+
+BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& events) {
+  check_backtest_options(options);
+  BacktestOptions o = options;
+  o.source.in_memory = true;          // a cut source is read into memory (BarSource::through_ns)
+  o.setup.dataset.test_fraction = 0;  // the walk forward is the test
+  o.plan.encoder_length = o.setup.dataset.encoder_length;
+  o.plan.horizon = o.setup.dataset.horizon;
+  const auto stop = [&] { return o.setup.stop_requested && o.setup.stop_requested(); };
+
+  auto bars = std::make_shared<const data::BarSet>(data::load_bars(o.source));
+  const auto clock = clock_of(*bars);
+  const auto folds = plan_folds(clock, o.plan);
+  events.planned(folds, static_cast<int64_t>(clock.size()));
+  const auto identity = backtest_identity(options);
+  require_backtest_folder(o);
+  fs::create_directories(o.output / "models");
+  fs::create_directories(o.output / "parts");
+  io::OutputLock lock(o.output / "folds.json");  // one backtest at a time in a folder
+  auto state = read_folder(o, identity, folds);
+  BacktestOutcome outcome;
+  outcome.planned_folds = static_cast<int64_t>(folds.size());
+  outcome.resumed_folds = state.finished;
+  if (state.finished > 0) events.resumed(state.finished);
+  state.document["planned_folds"] = folds.size();
+
+  ScoringData scoring(bars);
+  for (int64_t k = state.finished; k < static_cast<int64_t>(folds.size()); ++k) {
+    if (stop()) {
+      outcome.interrupted = true;
+      break;
+    }
+    const Fold& fold = folds[static_cast<size_t>(k)];
+    const auto fold_start = std::chrono::steady_clock::now();
+    FoldResult result;
+    result.fold = fold;
+    // How this fold's model comes to be: trained on the bars through the fold's date, an
+    // update of the last fold's, or the last fold's as it is.
+    const bool fresh = k == 0 || o.refit == Refit::Full;
+    const int64_t source_fold = fresh ? k : (o.refit == Refit::Update ? k : 0);
+    result.training.kind = fresh ? "train" : (o.refit == Refit::Update ? "update" : "none");
+    events.fold_started(fold, result.training.kind);
+    nlohmann::json curve = nlohmann::json::array();
+    const fs::path starts_from = model_path(o.output, o.refit == Refit::Update ? k - 1 : 0);
+    if (!fresh && !fs::exists(starts_from)) {
+      throw Error(o.output.string() + ": fold " + std::to_string(k) + " starts from " + starts_from.string() +
+                  ", which is missing: start the backtest anew in another folder");
+    }
+    if (fresh || o.refit == Refit::Update) {
+      TrainingRequest request;
+      request.source = o.source;
+      request.source.through_ns = fold.train_through_ns;
+      request.save_model = model_path(o.output, k);
+      if (fresh) {
+        request.setup = o.setup;
+      } else {
+        request.setup.train = o.setup.train;
+        request.setup.train.epochs = o.update_epochs;
+        request.setup.load_model = starts_from;
+        request.setup.update = true;
+        request.setup.device = o.setup.device;
+        request.setup.stop_requested = o.setup.stop_requested;
+      }
+      TrainingOutcome trained;
+      try {
+        trained = run_training(request, events.training_events(), events.training_progress());
+      } catch (const Interrupted&) {
+        outcome.interrupted = true;
+        break;
+      } catch (const UsageError&) {
+        throw;
+      } catch (const Error& e) {
+        throw Error("fold " + std::to_string(k) + " (bars through " + format_utc(fold.train_through_ns) +
+                    "): " + result.training.kind + ": " + e.what());
+      }
+      if (trained.result.interrupted) {
+        outcome.interrupted = true;
+        break;
+      }
+      result.training.epochs = trained.result.epochs_completed;
+      result.training.best_epoch = trained.result.best_epoch;
+      result.training.best_val_loss = trained.result.best_val.loss;
+      result.training.seconds = trained.result.train_seconds;
+      curve = trained.state.history;
+    }
+    const fs::path trained_model = model_path(o.output, source_fold);
+    fs::path scored_model = trained_model;
+    if (o.int8) {
+      scored_model = int8_path(o.output, source_fold);
+      if (source_fold == k) {
+        artifact::export_int8_file(artifact::load_model_file(trained_model), trained_model.string(),
+                                   scored_model.string());
+      }
+    }
+    const auto forecast_start = std::chrono::steady_clock::now();
+    auto loaded = artifact::load_model(scored_model, o.setup.device, o.int8_kernels);
+    const auto& dataset = scoring.under(loaded.file);
+    const auto windows = fold_windows(dataset, fold.train_through_ns, fold.forecast_until_ns);
+    ForecastRows rows(dataset, static_cast<int32_t>(k), loaded.model->options().quantiles());
+    eval::ExplanationAccumulator explanation(dataset.spec(), dataset.options());
+    const auto evaluation = eval::evaluate_windows_for_desk(loaded.model, dataset, data::Split::All, windows,
+                                                            o.forecast_batch_size, o.setup.device, o.cost_bps,
+                                                            [&](const data::Batch& batch, const model::TftOutput& out) {
+                                                              rows.add(batch, out);
+                                                              explanation.add(out);
+                                                            });
+    data::write_backtest_forecasts(rows.rows(), part_path(o.output, k).string());
+    const auto now = std::chrono::steady_clock::now();
+    result.forecast_seconds = std::chrono::duration<double>(now - forecast_start).count();
+    result.metrics = evaluation.metrics;
+    result.desk = evaluation.desk;
+    result.record = {{"fold", k},
+                     {"train_through", format_utc(fold.train_through_ns)},
+                     {"forecast_until", utc_or_null(fold.forecast_until_ns)},
+                     {"bars", fold.bars},
+                     {"windows", windows.size()},
+                     {"training",
+                      {{"kind", result.training.kind},
+                       {"epochs", result.training.epochs},
+                       {"best_epoch", result.training.best_epoch},
+                       {"best_val_loss", result.training.best_val_loss},
+                       {"seconds", result.training.seconds},
+                       {"curve", curve}}},
+                     {"model", fs::relative(scored_model, o.output).string()},
+                     {"metrics", eval::to_json(result.metrics)},
+                     {"desk", eval::to_json(result.desk, dataset.spec().symbols)},
+                     {"explanation", eval::to_json(explanation.result())},
+                     {"forecast_seconds", result.forecast_seconds},
+                     {"seconds", std::chrono::duration<double>(now - fold_start).count()}};
+    state.document["folds"].push_back(result.record);
+    state.document["summary"] = summarize_folds(state.document["folds"]);
+    write_document(o, state.document);
+    // Older models are no longer needed to go on (under --refit none, fold 0's is the model).
+    if (!o.keep_models) {
+      for (int64_t j = 0; j < k; ++j) {
+        if (o.refit == Refit::None && j == 0) continue;
+        std::error_code ec;
+        fs::remove(model_path(o.output, j), ec);
+        fs::remove(int8_path(o.output, j), ec);
+      }
+    }
+    events.fold_finished(result, static_cast<int64_t>(folds.size()));
+    outcome.folds.push_back(std::move(result));
+  }
+
+  const auto finished = static_cast<int64_t>(state.document["folds"].size());
+  if (finished == static_cast<int64_t>(folds.size())) {
+    std::vector<std::string> parts;
+    for (int64_t k = 0; k < finished; ++k) parts.push_back(part_path(o.output, k).string());
+    outcome.forecasts = o.output / "forecasts.parquet";
+    std::error_code ec;
+    if (fs::exists(parts.front(), ec)) {
+      data::concatenate_backtest_forecasts(parts, outcome.forecasts.string());
+      state.document["complete"] = true;
+      write_document(o, state.document);
+      fs::remove_all(o.output / "parts", ec);
+    } else if (!fs::exists(outcome.forecasts, ec)) {
+      throw Error(o.output.string() + ": every fold is recorded, but neither parts/ nor forecasts.parquet is there");
+    }
+    fs::remove(o.output / "parts", ec);  // left empty by a rerun of a finished backtest
+  }
+  outcome.document = state.document;
+  return outcome;
+}
+
+}  // namespace qtft::train

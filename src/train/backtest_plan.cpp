@@ -1,0 +1,304 @@
+// The walk-forward's plan: the flags' words (--refit, --step), the folds over the data's
+// clock, what a resumed backtest must share with the one it resumes, and the summary
+// across folds.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "qtft/common/error.h"
+#include "qtft/common/format.h"
+#include "qtft/data/detail/feature_spec_json.h"
+#include "qtft/model/tft_options.h"
+#include "qtft/train/backtest.h"
+
+namespace qtft::train {
+
+Refit parse_refit(const std::string& name) {
+  if (name == "none") return Refit::None;
+  if (name == "update") return Refit::Update;
+  if (name == "full") return Refit::Full;
+  throw UsageError("--refit " + name + ": use none, update or full");
+}
+
+const char* refit_name(Refit refit) {
+  switch (refit) {
+    case Refit::None: return "none";
+    case Refit::Update: return "update";
+    case Refit::Full: return "full";
+  }
+  return "?";
+}
+
+FoldStep parse_fold_step(const std::string& text) {
+  int64_t count = 0;
+  const char* end = text.data() + text.size();
+  const auto [rest, error] = std::from_chars(text.data(), end, count);
+  const std::string unit(rest, end);
+  const auto bad = [&](const std::string& why) {
+    return UsageError("--step " + text + ": " + why +
+                      " (500 or 500bars for bars; 30min, 12h, 5d or 2w for a duration)");
+  };
+  if (error != std::errc() || count <= 0) throw bad("not a positive count");
+  constexpr int64_t kMinute = 60LL * 1'000'000'000;
+  static const std::pair<const char*, int64_t> kUnits[] = {
+      {"min", kMinute}, {"h", 60 * kMinute}, {"d", 1440 * kMinute}, {"w", 7 * 1440 * kMinute}};
+  if (unit.empty() || unit == "bars") return {count, 0};
+  for (const auto& [name, ns] : kUnits) {
+    if (unit != name) continue;
+    if (count > std::numeric_limits<int64_t>::max() / ns) throw bad("too long");
+    return {0, count * ns};
+  }
+  throw bad("unknown unit '" + unit + "'");
+}
+
+std::string describe_fold_step(const FoldStep& step) {
+  if (step.bars > 0) return std::to_string(step.bars) + " bars";
+  constexpr int64_t kMinute = 60LL * 1'000'000'000;
+  for (const auto& [name, ns] : {std::pair{"w", 7 * 1440 * kMinute}, std::pair{"d", 1440 * kMinute},
+                                 std::pair{"h", 60 * kMinute}, std::pair{"min", kMinute}}) {
+    if (step.duration_ns % ns == 0) return std::to_string(step.duration_ns / ns) + name;
+  }
+  return std::to_string(step.duration_ns) + "ns";
+}
+
+namespace {
+
+// The median gap between consecutive bars: the data's bar spacing, whatever its nights.
+int64_t typical_spacing(std::span<const int64_t> timeline) {
+  if (timeline.size() < 2) return 0;
+  std::vector<int64_t> gaps(timeline.size() - 1);
+  for (size_t i = 1; i < timeline.size(); ++i) gaps[i - 1] = timeline[i] - timeline[i - 1];
+  std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
+  return gaps[gaps.size() / 2];
+}
+
+}  // namespace
+
+std::vector<Fold> plan_folds(std::span<const int64_t> timeline, const FoldPlanOptions& o) {
+  const auto n = static_cast<int64_t>(timeline.size());
+  if (n == 0) throw Error("the data has no bars");
+  const bool by_date = o.initial_train_until_ns.has_value();
+  if (by_date == (o.initial_train_bars > 0)) {
+    throw UsageError("give --initial-train-until DATE or --initial-train-bars N (one of the two)");
+  }
+  if ((o.step.bars > 0) == (o.step.duration_ns > 0)) throw UsageError("--step: give a number of bars or a duration");
+  if (o.step.bars > 0 && o.step.bars < o.horizon) {
+    throw UsageError("--step " + std::to_string(o.step.bars) + ": shorter than the horizon (" +
+                     std::to_string(o.horizon) + " bars), so each fold's forecasts would reach past the next fold's");
+  }
+  // The last bar the first fold trains on, as an index into the clock.
+  int64_t first = 0;
+  if (by_date) {
+    const int64_t until = *o.initial_train_until_ns;
+    first = (std::upper_bound(timeline.begin(), timeline.end(), until) - timeline.begin()) - 1;
+    if (first < 0) {
+      throw UsageError("--initial-train-until " + format_utc(until) + ": before the data's first bar (" +
+                       format_utc(timeline.front()) + ")");
+    }
+  } else {
+    first = o.initial_train_bars - 1;
+    if (first >= n) {
+      throw UsageError("--initial-train-bars " + std::to_string(o.initial_train_bars) +
+                       ": beyond the data, which has " + std::to_string(n) + " bars");
+    }
+  }
+  const std::string initial = by_date ? "--initial-train-until " + format_utc(*o.initial_train_until_ns)
+                                      : "--initial-train-bars " + std::to_string(o.initial_train_bars);
+  // A window needs encoder + horizon rows, and rows start at a series' second bar.
+  const int64_t window_bars = o.encoder_length + o.horizon + 1;
+  if (first + 1 < window_bars) {
+    throw UsageError(initial + ": " + std::to_string(first + 1) + " bars, fewer than one window needs (" +
+                     std::to_string(window_bars) + ": encoder " + std::to_string(o.encoder_length) + " + horizon " +
+                     std::to_string(o.horizon) + " + the first bar, which has no return)");
+  }
+  if (first + o.horizon > n - 1) {
+    throw UsageError(initial + ": leaves " + std::to_string(n - 1 - first) + " bars after it (through " +
+                     format_utc(timeline.back()) + "), fewer than the horizon (" + std::to_string(o.horizon) +
+                     "): nothing to forecast");
+  }
+  if (o.step.duration_ns > 0) {
+    // A duration shorter than the horizon's bars at the data's usual spacing would make
+    // every fold's forecasts reach into the next one's.
+    const int64_t spacing = typical_spacing(timeline);
+    if (spacing > 0 && o.step.duration_ns < o.horizon * spacing) {
+      throw UsageError("--step " + describe_fold_step(o.step) + ": shorter than the horizon (" +
+                       std::to_string(o.horizon) + " bars of " + describe_fold_step({0, spacing}) +
+                       "), so each fold's forecasts would reach past the next fold's");
+    }
+  }
+  std::vector<Fold> folds;
+  for (int64_t at = first; at + o.horizon <= n - 1;) {
+    int64_t next = n;  // the index of the next fold's last training bar; n: none
+    if (o.step.bars > 0) {
+      next = std::min(n, at + o.step.bars);
+    } else {
+      // Step by the calendar; a period that holds fewer bars than the horizon (a night, a
+      // weekend, a halt) joins the next one rather than making a fold of its own.
+      for (int64_t steps = 1;; ++steps) {
+        const int64_t t = timeline[static_cast<size_t>(at)];
+        if (t > std::numeric_limits<int64_t>::max() - steps * o.step.duration_ns) break;
+        const int64_t until = t + steps * o.step.duration_ns;
+        next = (std::upper_bound(timeline.begin(), timeline.end(), until) - timeline.begin()) - 1;
+        if (next >= n - 1) {
+          next = n;
+          break;
+        }
+        if (next - at >= o.horizon) break;
+      }
+    }
+    Fold fold;
+    fold.index = static_cast<int64_t>(folds.size());
+    fold.train_through_ns = timeline[static_cast<size_t>(at)];
+    fold.forecast_until_ns = next < n ? timeline[static_cast<size_t>(next)] : std::numeric_limits<int64_t>::max();
+    fold.bars = std::min(next, n) - at;
+    folds.push_back(fold);
+    at = next;
+  }
+  return folds;
+}
+
+void check_backtest_options(const BacktestOptions& o) {
+  if (o.output.empty()) throw UsageError("--output DIR: where the backtest writes its folds is required");
+  if (!std::isfinite(o.cost_bps) || o.cost_bps < 0) {
+    throw UsageError("--cost-bps " + format_number(o.cost_bps) + ": must be a non-negative number of basis points");
+  }
+  if (o.update_epochs < 1) {
+    throw UsageError("--update-epochs " + std::to_string(o.update_epochs) + ": must be at least 1");
+  }
+  if (o.forecast_batch_size < 1) throw UsageError("--batch-size must be at least 1");
+  if (!o.setup.load_model.empty() || o.setup.resume || o.setup.update) {
+    throw UsageError("a backtest trains its own models: drop --load-model, --resume and --update");
+  }
+  if (o.int8 && !o.setup.qat.use_qat && !o.setup.qat.two_phase) {
+    throw UsageError("--int8 forecasts with each fold's int8 export, which needs a QAT model: add --use-qat");
+  }
+  if ((o.plan.step.bars > 0) == (o.plan.step.duration_ns > 0)) {
+    throw UsageError("--step: give a number of bars or a duration");
+  }
+  if (o.plan.initial_train_until_ns.has_value() == (o.plan.initial_train_bars > 0)) {
+    throw UsageError("give --initial-train-until DATE or --initial-train-bars N (one of the two)");
+  }
+  check_training_setup(o.setup);
+}
+
+nlohmann::json backtest_identity(const BacktestOptions& o) {
+  const auto& s = o.source;
+  const auto& in = s.read.inputs;
+  nlohmann::json source{{"parquet", s.parquet_file},
+                        {"csv", s.csv_file},
+                        {"symbol", s.read.symbol},
+                        {"columns",
+                         {s.read.columns.timestamp, s.read.columns.open, s.read.columns.high, s.read.columns.low,
+                          s.read.columns.close, s.read.columns.volume, s.read.columns.symbol}},
+                        {"observed", in.observed},
+                        {"known", in.known},
+                        {"static", in.statics},
+                        {"observed_categorical", in.observed_categorical},
+                        {"known_categorical", in.known_categorical},
+                        {"static_categorical", in.static_categorical},
+                        {"missing", static_cast<int>(in.missing)},
+                        {"calendar_timezone", in.calendar_timezone},
+                        {"target",
+                         {in.target.column, data::target_transform_name(in.target.transform),
+                          data::normalization_name(in.target.normalize)}}};
+  if (s.uses_embedded_data()) {
+    const auto& e = s.synthetic;
+    source["embedded"] = {{"rows", e.rows},
+                          {"symbols", e.symbols},
+                          {"seed", e.seed},
+                          {"bar_minutes", e.bar_minutes},
+                          {"shift_after_bar", e.shift_after_bar}};
+  }
+  // The architecture as a fresh model gets it, from one probe.
+  const auto& d = o.setup.dataset;
+  model::TftOptions probe(1, 1, 1, d.encoder_length, d.horizon);
+  o.setup.architecture.apply_to(probe);
+  auto training = to_json(o.setup.train);
+  training.erase("checkpoint_policy");  // memory and time only, never the numbers
+  training.erase("memory_budget_bytes");
+  training.erase("eval_batch_size");
+  const auto& q = o.setup.qat;
+  nlohmann::json plan{{"step", describe_fold_step(o.plan.step)}};
+  if (o.plan.initial_train_until_ns) {
+    plan["initial_train_until"] = format_utc(*o.plan.initial_train_until_ns);
+  } else {
+    plan["initial_train_bars"] = o.plan.initial_train_bars;
+  }
+  return {{"source", source},
+          {"windows", data::to_json(d)},
+          {"model", model::to_json(probe)},
+          {"training", training},
+          {"qat",
+           {{"use_qat", q.use_qat},
+            {"weight_bits", q.weight_bits},
+            {"activation_bits", q.activation_bits},
+            {"calibration_batches", q.calibration_batches},
+            {"freeze_observers", q.freeze_observers},
+            {"two_phase", q.two_phase},
+            {"qat_epochs", q.qat_epochs},
+            {"live_epochs", q.live_epochs}}},
+          {"plan", plan},
+          {"refit", refit_name(o.refit)},
+          {"update_epochs", o.update_epochs},
+          {"int8", o.int8 ? artifact::int8_kernels_name(o.int8_kernels) : "off"},
+          {"cost_bps", o.cost_bps}};
+}
+
+namespace {
+
+// A number at `path` inside `fold` (a fold's record in folds.json), NaN when absent or null.
+double figure(const nlohmann::json& fold, const nlohmann::json::json_pointer& path) {
+  if (!fold.contains(path)) return std::nan("");
+  const auto& v = fold.at(path);
+  return v.is_number() ? v.get<double>() : std::nan("");
+}
+
+// Mean and standard deviation over the folds where the figure is finite, with the
+// t-statistic of the mean (mean / (sd / sqrt(n))) and how many were positive.
+nlohmann::json across(const nlohmann::json& folds, const char* path, bool with_t) {
+  std::vector<double> v;
+  const nlohmann::json::json_pointer pointer(path);
+  for (const auto& fold : folds) {
+    const double x = figure(fold, pointer);
+    if (std::isfinite(x)) v.push_back(x);
+  }
+  const auto n = static_cast<double>(v.size());
+  double mean = 0.0, ss = 0.0;
+  for (double x : v) mean += x / n;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  const double sd = v.size() > 1 ? std::sqrt(ss / (n - 1)) : std::nan("");
+  const auto finite_or_null = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+  nlohmann::json j{
+      {"mean", finite_or_null(v.empty() ? std::nan("") : mean)}, {"sd", finite_or_null(sd)}, {"folds", v.size()}};
+  if (with_t) {
+    j["t"] = finite_or_null(sd > 0 ? mean / (sd / std::sqrt(n)) : std::nan(""));
+    j["positive_folds"] = std::count_if(v.begin(), v.end(), [](double x) { return x > 0; });
+  }
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json summarize_folds(const nlohmann::json& folds) {
+  int64_t windows = 0;
+  double train_seconds = 0.0, forecast_seconds = 0.0;
+  for (const auto& fold : folds) {
+    windows += fold.value("windows", int64_t{0});
+    train_seconds += fold.at("training").value("seconds", 0.0);
+    forecast_seconds += fold.value("forecast_seconds", 0.0);
+  }
+  return {{"folds", folds.size()},
+          {"windows", windows},
+          {"train_seconds", train_seconds},
+          {"forecast_seconds", forecast_seconds},
+          {"loss", across(folds, "/metrics/loss", false)},
+          {"loss_in_target_units", across(folds, "/metrics/in_target_units/loss", false)},
+          {"ic_step1", across(folds, "/desk/ic_pooled/0/ic", true)},
+          {"ic_across_series_step1", across(folds, "/desk/ic_across_series/0/ic", true)},
+          {"interval_coverage", across(folds, "/desk/interval_coverage", false)},
+          {"hit_rate", across(folds, "/desk/hit_rate", false)},
+          {"sharpe", across(folds, "/desk/position/sharpe", true)},
+          {"mean_return", across(folds, "/desk/position/mean_return", true)}};
+}
+
+}  // namespace qtft::train

@@ -1,0 +1,130 @@
+// `qtft backtest` and `qtft report` as a user runs them: a QAT walk forward that forecasts
+// with each fold's int8 export, its report rendered by a headless browser (the screenshot
+// is kept in the build folder), and the refusals of bad input.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "qtft/data/backtest_forecasts.h"
+#include "qtft/data/bars.h"
+#include "support/bar_files.h"
+#include "support/cli_runner.h"
+#include "support/temp_dir.h"
+
+namespace qtft::test {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+namespace fs = std::filesystem;
+
+class BacktestCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    csv_ = dir_.file("bars.csv");
+    data::write_bars_csv(regular_bar_set(600, 2), csv_);
+  }
+  // A small model on the 2 x 600 bars: the first fold trains on 300, then steps of 100.
+  std::string walk(const std::string& more, const std::string& step = "100",
+                   const std::string& initial_bars = "300") const {
+    return "backtest --csv-file '" + csv_ +
+           "' --encoder-length 12 --horizon 3 --hidden-size 8 --attention-heads 2 --epochs 1 --batch-size 32 "
+           "--max-batches-per-epoch 4 --initial-train-bars " +
+           initial_bars + " --step " + step + " " + more;
+  }
+  TempDir dir_;
+  std::string csv_;
+};
+
+TEST_F(BacktestCli, RefusesBadInputInOneLineAndWritesNothing) {
+  const std::string out = dir_.file("walk");
+  struct Case {
+    std::string args, message;
+    int exit_code;
+  };
+  const Case cases[] = {
+      {walk("--output '" + out + "'", "2"), "--step 2: shorter than the horizon (3 bars)", 2},
+      {walk("--cost-bps -5 --output '" + out + "'"), "--cost-bps -5", 2},
+      {walk("--output '" + out + "'", "100", "900"), "--initial-train-bars 900: beyond the data, which has 600 bars",
+       2},
+      {walk("--output '" + out + "'", "1y"), "--step 1y: unknown unit 'y'", 2},
+      {walk("--int8 --output '" + out + "'"), "--int8 forecasts with each fold's int8 export", 2},
+      {"report --backtest '" + dir_.path().string() + "' --output '" + dir_.file("r.html") + "'",
+       "not a backtest's output (no folds.json)", 2},
+  };
+  for (const auto& c : cases) {
+    const auto run = run_qtft(dir_, c.args, kHangGuard);
+    EXPECT_EQ(run.exit_code, c.exit_code) << c.args << "\n" << run.err;
+    EXPECT_THAT(run.err, HasSubstr(c.message)) << c.args;
+    EXPECT_FALSE(fs::exists(out)) << c.args;
+  }
+  EXPECT_FALSE(fs::exists(dir_.file("r.html")));
+  // A folder of other files is not written into.
+  fs::create_directories(out);
+  std::ofstream(fs::path(out) / "mine.txt") << "keep";
+  const auto run = run_qtft(dir_, walk("--output '" + out + "'"), kHangGuard);
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("holds files but no folds.json"));
+  EXPECT_EQ(read_text(out + "/mine.txt"), "keep");
+}
+
+TEST_F(BacktestCli, QatWalkForwardWithInt8ForecastsAndItsReportRendersInABrowser) {
+  const std::string out = dir_.file("walk");
+  auto run = run_qtft(
+      dir_, walk("--use-qat --qat-calibration-batches 2 --int8 --cost-bps 1 --refit update --output '" + out + "'"),
+      kHangGuard);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("Walk forward: 3 folds over 600 bars"));
+  EXPECT_THAT(run.out, HasSubstr("fold 3/3: 196 windows"));
+  EXPECT_THAT(run.out, HasSubstr("Across 3 folds (596 windows)"));
+  const auto doc = nlohmann::json::parse(read_text(out + "/folds.json"));
+  ASSERT_EQ(doc.at("folds").size(), 3u);
+  for (const auto& fold : doc.at("folds")) {
+    EXPECT_THAT(fold.at("model").get<std::string>(), HasSubstr(".int8.safetensors"));
+    EXPECT_TRUE(fold.contains("explanation"));
+  }
+  EXPECT_EQ(doc.at("options").at("int8"), "integer");
+  const auto forecasts = data::read_backtest_forecasts(out + "/forecasts.parquet");
+  EXPECT_EQ(forecasts.rows(), 596u * 3);
+
+  const std::string html = dir_.file("report.html");
+  run =
+      run_qtft(dir_, "report --backtest '" + out + "' --output '" + html + "' --series S1 --fan-bars 100", kHangGuard);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto page = read_text(html);
+  EXPECT_THAT(page, HasSubstr("S1: step 1 forecasts against what happened (last 100 bars)"));
+  EXPECT_THAT(page, Not(HasSubstr("http://")));  // nothing fetched when viewed (the SVG namespace aside)
+  EXPECT_THAT(page, Not(HasSubstr("src=")));
+  run = run_qtft(dir_, "report --backtest '" + out + "' --output '" + html + "' --series XX", kHangGuard);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--series XX: no forecasts of it"));
+
+  // Rendered by Debian's chromium: every chart laid out with its marks (the page's own
+  // count), and a screenshot kept beside the build for a person to look at.
+  const std::string shot = std::string(QTFT_BUILD_DIR) + "/tests/backtest_report.png";
+  fs::remove(shot);
+  const std::string browser =
+      "chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,3200 "
+      "--virtual-time-budget=5000 ";
+  const auto dom = dir_.file("dom.html");
+  ASSERT_EQ(
+      std::system((kHangGuard + " " + browser + "--dump-dom 'file://" + html + "' >'" + dom + "' 2>/dev/null").c_str()),
+      0)
+      << "is Debian's chromium installed? scripts/test.sh installs it";
+  const auto rendered = read_text(dom);
+  const auto at = page.find("data-charts=\"") + 13;
+  const auto charts = page.substr(at, page.find('"', at) - at);  // how many the page drew
+  EXPECT_THAT(rendered, HasSubstr("data-charts-rendered=\"" + charts + "\""));
+  ASSERT_EQ(
+      std::system(
+          (kHangGuard + " " + browser + "--screenshot='" + shot + "' 'file://" + html + "' >/dev/null 2>&1").c_str()),
+      0);
+  ASSERT_TRUE(fs::exists(shot));
+  EXPECT_GT(fs::file_size(shot), 20'000u);  // a page of charts, not a blank one
+}
+
+}  // namespace
+}  // namespace qtft::test

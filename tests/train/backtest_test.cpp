@@ -1,0 +1,294 @@
+// The walk-forward backtest: the flags' words, the folds planned over the data's clock and
+// their refusals, each fold's forecasts out of sample, and a stopped backtest resumed that
+// ends as the one never stopped.
+#include "qtft/train/backtest.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "qtft/common/error.h"
+#include "qtft/data/backtest_forecasts.h"
+#include "qtft/data/bars.h"
+#include "support/bar_files.h"
+#include "support/temp_dir.h"
+#include "support/thrown.h"
+#include "support/tiny_model.h"
+
+namespace qtft::train {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+constexpr int64_t kMinute = 60LL * 1'000'000'000;
+
+TEST(FoldStep, ReadsBarsAndDurations) {
+  EXPECT_EQ(parse_fold_step("500").bars, 500);
+  EXPECT_EQ(parse_fold_step("500bars").bars, 500);
+  EXPECT_EQ(parse_fold_step("30min").duration_ns, 30 * kMinute);
+  EXPECT_EQ(parse_fold_step("12h").duration_ns, 12 * 60 * kMinute);
+  EXPECT_EQ(parse_fold_step("5d").duration_ns, 5 * 1440 * kMinute);
+  EXPECT_EQ(parse_fold_step("2w").duration_ns, 14 * 1440 * kMinute);
+  EXPECT_EQ(describe_fold_step(parse_fold_step("36h")), "36h");
+  EXPECT_EQ(describe_fold_step(parse_fold_step("48h")), "2d");
+  for (const char* bad : {"", "0", "-5", "5x", "h", "5 d"}) {
+    EXPECT_THAT(test::message_thrown([&] { parse_fold_step(bad); }), HasSubstr("--step " + std::string(bad) + ":"))
+        << bad;
+  }
+  EXPECT_EQ(parse_refit("update"), Refit::Update);
+  EXPECT_THAT(test::message_thrown([] { parse_refit("sometimes"); }), HasSubstr("--refit sometimes"));
+}
+
+// A clock of 100 bars at 0, 1, ..., 99 minutes.
+std::vector<int64_t> minutes(int64_t n) {
+  std::vector<int64_t> clock;
+  for (int64_t i = 0; i < n; ++i) clock.push_back(i * kMinute);
+  return clock;
+}
+
+FoldPlanOptions plan_of(int64_t initial_bars, const std::string& step) {
+  FoldPlanOptions o;
+  o.initial_train_bars = initial_bars;
+  o.step = parse_fold_step(step);
+  o.encoder_length = 10;
+  o.horizon = 4;
+  return o;
+}
+
+TEST(PlanFolds, StepsByBarsUntilNoWindowIsLeft) {
+  const auto clock = minutes(100);
+  // Trained through bar 39, then 59, 79; the last fold forecasts from 79 to the end.
+  auto folds = plan_folds(clock, plan_of(40, "20"));
+  ASSERT_EQ(folds.size(), 3u);
+  EXPECT_EQ(folds[0].train_through_ns, 39 * kMinute);
+  EXPECT_EQ(folds[0].forecast_until_ns, 59 * kMinute);
+  EXPECT_EQ(folds[1].train_through_ns, 59 * kMinute);
+  EXPECT_EQ(folds[2].train_through_ns, 79 * kMinute);
+  EXPECT_EQ(folds[2].forecast_until_ns, 99 * kMinute);
+  EXPECT_EQ(folds[2].bars, 20);
+  // A step that runs past the end: the last fold takes what is left (bars 89..99).
+  folds = plan_folds(clock, plan_of(40, "25"));
+  ASSERT_EQ(folds.size(), 3u);
+  EXPECT_EQ(folds[2].train_through_ns, 89 * kMinute);
+  EXPECT_EQ(folds[2].forecast_until_ns, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(folds[2].bars, 11);
+}
+
+TEST(PlanFolds, StepsByDurationOnTheClockAndFromADate) {
+  // Bars 0..49 minutes, then a gap, then 100..149.
+  std::vector<int64_t> clock = minutes(50);
+  for (int64_t i = 100; i < 150; ++i) clock.push_back(i * kMinute);
+  FoldPlanOptions o = plan_of(0, "20min");
+  o.initial_train_until_ns = 29 * kMinute + 30'000'000'000;  // between bars 29 and 30
+  auto folds = plan_folds(clock, o);
+  ASSERT_GE(folds.size(), 2u);
+  EXPECT_EQ(folds[0].train_through_ns, 29 * kMinute);
+  EXPECT_EQ(folds[0].forecast_until_ns, 49 * kMinute);
+  // From bar 49, twenty and forty minutes reach no bar (the gap): that period joins the
+  // next, through bar 109 (bars 49 and 100..108).
+  ASSERT_EQ(folds.size(), 4u);
+  EXPECT_EQ(folds[1].train_through_ns, 49 * kMinute);
+  EXPECT_EQ(folds[1].forecast_until_ns, 109 * kMinute);
+  EXPECT_EQ(folds[1].bars, 10);
+  EXPECT_EQ(folds[2].forecast_until_ns, 129 * kMinute);
+  EXPECT_EQ(folds[3].forecast_until_ns, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(folds[3].bars, 21);  // 129..149
+  // Three minutes of one-minute bars are shorter than the horizon's four.
+  o.step = parse_fold_step("3min");
+  EXPECT_THAT(test::message_thrown([&] { plan_folds(clock, o); }),
+              HasSubstr("--step 3min: shorter than the horizon (4 bars of 1min)"));
+}
+
+TEST(PlanFolds, RefusesWhatCannotBeWalkedNamingTheFlag) {
+  const auto clock = minutes(100);
+  EXPECT_THAT(test::message_thrown([&] { plan_folds(clock, plan_of(40, "3")); }),
+              HasSubstr("--step 3: shorter than the horizon (4 bars)"));
+  EXPECT_THAT(test::message_thrown([&] { plan_folds(clock, plan_of(101, "20")); }),
+              HasSubstr("--initial-train-bars 101: beyond the data, which has 100 bars"));
+  EXPECT_THAT(test::message_thrown([&] { plan_folds(clock, plan_of(14, "20")); }),
+              HasSubstr("--initial-train-bars 14: 14 bars, fewer than one window needs (15"));
+  EXPECT_THAT(test::message_thrown([&] { plan_folds(clock, plan_of(97, "20")); }),
+              HasSubstr("--initial-train-bars 97: leaves 3 bars after it"));
+  auto o = plan_of(0, "20");
+  o.initial_train_until_ns = -kMinute;
+  EXPECT_THAT(test::message_thrown([&] { plan_folds(clock, o); }),
+              HasSubstr("--initial-train-until 1969-12-31T23:59:00Z: before the data's first bar"));
+  o.initial_train_bars = 40;
+  EXPECT_THAT(test::message_thrown([&] { plan_folds(clock, o); }), HasSubstr("one of the two"));
+}
+
+// Two symbols of 600 bars; the first fold trains on 300, then steps of 100: 3 folds.
+class Backtest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    csv_ = dir_.file("bars.csv");
+    data::write_bars_csv(test::regular_bar_set(600, 2), csv_);
+  }
+  BacktestOptions options(const std::string& folder) const {
+    BacktestOptions o;
+    o.source.csv_file = csv_;
+    o.setup.dataset.encoder_length = 12;
+    o.setup.dataset.horizon = 3;
+    o.setup.architecture.hidden_size = 8;
+    o.setup.architecture.attention_heads = 2;
+    o.setup.train = test::tiny_train_options();
+    o.setup.train.epochs = 1;
+    o.plan.initial_train_bars = 300;
+    o.plan.step = parse_fold_step("100");
+    o.output = dir_.file(folder);
+    return o;
+  }
+  test::TempDir dir_;
+  std::string csv_;
+};
+
+// Stops the backtest once `after` folds are finished.
+class StopAfter : public BacktestEvents {
+ public:
+  explicit StopAfter(int64_t after) : after_(after) {}
+  void fold_finished(const FoldResult&, int64_t) override { ++finished_; }
+  bool stop() const { return finished_ >= after_; }
+
+ private:
+  int64_t after_, finished_ = 0;
+};
+
+TEST_F(Backtest, ForecastsEachFoldsWindowsOutOfSampleAndRecordsTheFolds) {
+  auto o = options("walk");
+  BacktestEvents quiet;
+  const auto outcome = run_backtest(o, quiet);
+  ASSERT_EQ(outcome.planned_folds, 3);
+  ASSERT_EQ(outcome.folds.size(), 3u);
+  EXPECT_FALSE(outcome.interrupted);
+  const auto forecasts = data::read_backtest_forecasts(outcome.forecasts.string());
+  const auto& doc = outcome.document;
+  EXPECT_TRUE(doc.value("complete", false));
+  ASSERT_EQ(doc.at("folds").size(), 3u);
+  size_t rows = 0;
+  for (const auto& r : outcome.folds) {
+    // Every window whose encoder ends in the fold's step: 100 per symbol, but in the last
+    // fold bar 596 is the last with 3 bars after it (bars 499..596: 98 per symbol).
+    const size_t expected = r.fold.index == 2 ? 2 * 98 : 2 * 100;
+    EXPECT_EQ(static_cast<size_t>(r.desk.windows), expected) << r.fold.index;
+    rows += expected * 3;
+    EXPECT_EQ(r.training.kind, r.fold.index == 0 ? "train" : "update");
+    EXPECT_GE(r.training.epochs, 1);
+    EXPECT_TRUE(std::isfinite(r.metrics.loss));
+  }
+  ASSERT_EQ(forecasts.rows(), rows);
+  EXPECT_EQ(forecasts.quantiles, (std::vector<double>{0.1, 0.5, 0.9}));
+  // Out of sample: every forecast bar comes after what its fold's model trained on, and
+  // every origin lies in the fold's step.
+  for (size_t i = 0; i < forecasts.rows(); ++i) {
+    const auto& fold = outcome.folds.at(static_cast<size_t>(forecasts.fold[i])).fold;
+    ASSERT_GT(forecasts.timestamp_ns[i], fold.train_through_ns) << i;
+    ASSERT_GE(forecasts.origin_ns[i], fold.train_through_ns) << i;
+    ASSERT_LT(forecasts.origin_ns[i], fold.forecast_until_ns) << i;
+    ASSERT_EQ(forecasts.timestamp_ns[i] - forecasts.origin_ns[i], forecasts.step[i] * 5 * kMinute) << i;
+  }
+  EXPECT_EQ(doc.at("summary").at("folds"), 3);
+  EXPECT_EQ(doc.at("summary").at("windows"), 2 * 100 + 2 * 100 + 2 * 98);
+  // Only the last model stays, and the per-fold parts are gone.
+  EXPECT_FALSE(fs::exists(o.output / "models" / "fold-000.safetensors"));
+  EXPECT_FALSE(fs::exists(o.output / "models" / "fold-001.safetensors"));
+  EXPECT_TRUE(fs::exists(o.output / "models" / "fold-002.safetensors"));
+  EXPECT_FALSE(fs::exists(o.output / "parts"));
+
+  // Run again: everything is done, nothing changes.
+  const auto again = run_backtest(o, quiet);
+  EXPECT_EQ(again.resumed_folds, 3);
+  EXPECT_TRUE(again.folds.empty());
+  EXPECT_EQ(again.document.at("folds"), doc.at("folds"));
+}
+
+TEST_F(Backtest, StoppedAfterAFoldResumesAndEndsAsTheOneNeverStopped) {
+  BacktestEvents quiet;
+  const auto whole = run_backtest(options("whole"), quiet);
+
+  auto o = options("stopped");
+  StopAfter events(1);
+  o.setup.stop_requested = [&] { return events.stop(); };
+  const auto stopped = run_backtest(o, events);
+  ASSERT_TRUE(stopped.interrupted);
+  EXPECT_EQ(stopped.document.at("folds").size(), 1u);
+  EXPECT_FALSE(fs::exists(o.output / "forecasts.parquet"));
+
+  o.setup.stop_requested = {};
+  const auto resumed = run_backtest(o, quiet);
+  EXPECT_EQ(resumed.resumed_folds, 1);
+  ASSERT_EQ(resumed.folds.size(), 2u);
+  const auto a = data::read_backtest_forecasts(whole.forecasts.string());
+  const auto b = data::read_backtest_forecasts(resumed.forecasts.string());
+  ASSERT_EQ(a.rows(), b.rows());
+  EXPECT_EQ(a.fold, b.fold);
+  EXPECT_EQ(a.origin_ns, b.origin_ns);
+  EXPECT_EQ(a.timestamp_ns, b.timestamp_ns);
+  EXPECT_EQ(a.realized, b.realized);
+  for (size_t q = 0; q < a.quantiles.size(); ++q) EXPECT_EQ(a.value[q], b.value[q]) << a.quantiles[q];
+  // The figures too, bar the clock's.
+  for (size_t k = 0; k < 3; ++k) {
+    auto x = whole.document.at("folds")[k], y = resumed.document.at("folds")[k];
+    for (auto* j : {&x, &y}) {
+      j->erase("seconds");
+      j->erase("forecast_seconds");
+      j->at("training").erase("seconds");
+      for (auto& epoch : j->at("training").at("curve")) epoch.erase("seconds"), epoch.erase("samples_per_second");
+    }
+    EXPECT_EQ(x, y) << k;
+  }
+}
+
+TEST_F(Backtest, RefusesOtherOptionsOnResumeAndAFolderThatIsNotABacktests) {
+  auto o = options("walk");
+  StopAfter events(1);
+  o.setup.stop_requested = [&] { return events.stop(); };
+  ASSERT_TRUE(run_backtest(o, events).interrupted);
+  o.setup.stop_requested = {};
+  o.refit = Refit::Full;
+  BacktestEvents quiet;
+  EXPECT_THAT(test::message_thrown([&] { run_backtest(o, quiet); }),
+              HasSubstr("holds a backtest with other options (refit: \"update\" there, \"full\" here)"));
+  o = options("walk");
+  o.plan.step = parse_fold_step("150");
+  EXPECT_THAT(test::message_thrown([&] { run_backtest(o, quiet); }),
+              HasSubstr("plan.step: \"100 bars\" there, \"150 bars\" here"));
+
+  auto other = options("other");
+  fs::create_directories(other.output);
+  std::ofstream(other.output / "notes.txt") << "mine";
+  EXPECT_THAT(test::message_thrown([&] { run_backtest(other, quiet); }),
+              HasSubstr("holds files but no folds.json, so it is not a backtest's output"));
+  other.output = dir_.file("new");
+  other.cost_bps = -1;
+  EXPECT_THAT(test::message_thrown([&] { run_backtest(other, quiet); }), HasSubstr("--cost-bps -1"));
+  other.cost_bps = 0;
+  other.int8 = true;
+  EXPECT_THAT(test::message_thrown([&] { run_backtest(other, quiet); }), HasSubstr("--int8"));
+  EXPECT_FALSE(fs::exists(other.output));  // nothing written for bad options
+}
+
+TEST_F(Backtest, RefitNoneKeepsTheFirstModelAndKeepModelsKeepsEvery) {
+  auto o = options("none");
+  o.refit = Refit::None;
+  BacktestEvents quiet;
+  const auto none = run_backtest(o, quiet);
+  ASSERT_EQ(none.folds.size(), 3u);
+  EXPECT_EQ(none.folds[1].training.kind, "none");
+  EXPECT_EQ(none.folds[2].training.kind, "none");
+  EXPECT_TRUE(fs::exists(o.output / "models" / "fold-000.safetensors"));
+  EXPECT_FALSE(fs::exists(o.output / "models" / "fold-001.safetensors"));
+  // The first fold is the same model on the same windows whatever the refit.
+  auto u = options("kept");
+  u.keep_models = true;
+  const auto update = run_backtest(u, quiet);
+  EXPECT_EQ(update.folds[0].metrics.loss, none.folds[0].metrics.loss);
+  EXPECT_NE(update.folds[2].metrics.loss, none.folds[2].metrics.loss);
+  for (const char* name : {"fold-000.safetensors", "fold-001.safetensors", "fold-002.safetensors"}) {
+    EXPECT_TRUE(fs::exists(u.output / "models" / name)) << name;
+  }
+}
+
+}  // namespace
+}  // namespace qtft::train

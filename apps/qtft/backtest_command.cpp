@@ -39,34 +39,38 @@ class FoldPrinter : public train::BacktestEvents {
       : progress_(show_epochs ? train::make_console_progress(stdout, stdout_is_terminal())
                               : std::make_unique<train::ProgressReporter>()) {}
   void planned(const std::vector<train::Fold>& folds, int64_t bars) override {
-    std::printf("Walk forward: %zu folds over %lld bars, the first trained through %s\n", folds.size(),
-                static_cast<long long>(bars), format_utc(folds.front().train_through_ns).c_str());
+    folds_ = static_cast<long long>(folds.size());
+    std::printf("Walk forward: %lld folds (0 to %lld) over %lld bars, the first trained through %s\n", folds_,
+                folds_ - 1, static_cast<long long>(bars), format_utc(folds.front().train_through_ns).c_str());
   }
   void resumed(int64_t finished) override {
     std::printf("Resuming: %lld folds were finished\n", static_cast<long long>(finished));
   }
   void fold_started(const train::Fold& fold, const std::string& training) override {
-    std::printf("fold %lld: %s on the bars through %s...\n", static_cast<long long>(fold.index), training.c_str(),
+    // training: "train", "update" or "none" (fold 0's model as it is).
+    const std::string what =
+        training == "none" ? "fold 0's model, forecasting the bars after" : training + " on the bars through";
+    std::printf("fold %lld of 0-%lld: %s %s...\n", static_cast<long long>(fold.index), folds_ - 1, what.c_str(),
                 format_utc(fold.train_through_ns).c_str());
     std::fflush(stdout);
   }
-  void fold_finished(const train::FoldResult& r, int64_t folds) override {
+  void fold_finished(const train::FoldResult& r, int64_t /*folds*/) override {
     const auto& d = r.desk;
     const auto ic = d.ic_pooled.empty() ? eval::InformationCoefficient{NAN, NAN, 0} : d.ic_pooled.front();
     std::printf(
-        "fold %lld/%lld: %lld windows; loss %s, IC %s (t %s), interval coverage %s (calibrated %s), hit rate %s; "
+        "  %lld windows out of sample; loss %s, IC %s (t %s), interval coverage %s (calibrated %s), hit rate %s; "
         "trained %s s, forecast %s s\n",
-        static_cast<long long>(r.fold.index + 1), static_cast<long long>(folds), static_cast<long long>(d.windows),
-        figure(r.metrics.loss).c_str(), figure(ic.ic).c_str(), figure(ic.t, "%.2f").c_str(),
-        figure(d.interval_coverage, "%.3f").c_str(), figure(d.interval_nominal, "%.3f").c_str(),
-        figure(d.hit_rate, "%.3f").c_str(), figure(r.training.seconds, "%.1f").c_str(),
-        figure(r.forecast_seconds, "%.1f").c_str());
+        static_cast<long long>(d.windows), figure(r.metrics.loss).c_str(), figure(ic.ic).c_str(),
+        figure(ic.t, "%.2f").c_str(), figure(d.interval_coverage, "%.3f").c_str(),
+        figure(d.interval_nominal, "%.3f").c_str(), figure(d.hit_rate, "%.3f").c_str(),
+        figure(r.training.seconds, "%.1f").c_str(), figure(r.forecast_seconds, "%.1f").c_str());
     std::fflush(stdout);
   }
   train::ProgressReporter& training_progress() override { return *progress_; }
 
  private:
   std::unique_ptr<train::ProgressReporter> progress_;
+  long long folds_ = 0;
 };
 
 double number_at(const nlohmann::json& j, const char* key) {

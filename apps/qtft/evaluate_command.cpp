@@ -22,21 +22,6 @@ void print_units_row(const char* name, const eval::TargetUnitFigures& m) {
   std::printf("  %-22s %9.3g %9.3g %9.3g %8.4f %8.4f\n", name, m.loss, m.rmse, m.mae, m.p50, m.p90);
 }
 
-// The desk's questions: calibration, ranking, sign, and a position's returns after costs.
-void print_desk(const eval::DeskMetrics& d) {
-  std::printf("as a desk reads it (target units; the median forecast):\n  coverage:");
-  for (size_t k = 0; k < d.quantiles.size(); ++k) std::printf(" q%g %.3f", d.quantiles[k], d.coverage[k]);
-  std::printf("; central interval %.3f (calibrated: %.3f)\n", d.interval_coverage, d.interval_nominal);
-  std::printf("  information coefficient per horizon step, pooled (t):");
-  for (const auto& ic : d.ic_pooled) std::printf(" %.4f (%.1f)", ic.ic, ic.t);
-  std::printf("\n  sign hit rate %.4f\n", d.hit_rate);
-  const auto& p = d.position;
-  std::printf(
-      "  position sized by the first step's median, %g bps a unit traded: mean %.3g per bar, Sharpe %.2f "
-      "(%.0f bars a year), turnover %.3f, max drawdown %.3g, %lld bars\n",
-      d.cost_bps, p.mean_return, p.sharpe, p.bars_per_year, p.turnover, p.max_drawdown, static_cast<long long>(p.bars));
-}
-
 }  // namespace
 
 void add_evaluate_command(CLI::App& app) {
@@ -71,7 +56,8 @@ void add_evaluate_command(CLI::App& app) {
       print_units_row("zero return", baselines.zero.in_target_units);
       print_units_row("training quantiles", baselines.empirical.in_target_units);
     }
-    print_desk(evaluation.desk);
+    std::printf("as a desk reads it (target units; the median forecast):\n%s",
+                eval::format_desk_metrics(evaluation.desk, "  ").c_str());
     if (!flags->metrics_json.empty()) {
       // Keys named after the split, as training names its own: val_loss, test_loss, train_loss.
       const std::string prefix = run.split == data::Split::Validation ? "val" : data::split_name(run.split);

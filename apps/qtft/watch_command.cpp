@@ -45,6 +45,10 @@ void add_watch_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--rollback-pct", flags->drift.rollback_pct, "The rollback rule's margin against --reference")
       ->capture_default_str();
+  cmd->add_option("--cost-bps", flags->drift.cost_bps,
+                  "Trading cost of the desk metrics' position, in basis points per unit of position traded")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--json", flags->json, "Also write the report as JSON")->check(writable_file());
   add_runtime_flags(*cmd, flags->runtime);
   cmd->callback([flags] {

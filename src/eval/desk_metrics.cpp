@@ -247,6 +247,40 @@ nlohmann::json to_json(const std::vector<InformationCoefficient>& per_step) {
 
 }  // namespace
 
+std::string format_desk_metrics(const DeskMetrics& d, const std::string& indent) {
+  std::string out = indent + "coverage:";
+  char buf[256];
+  for (size_t k = 0; k < d.quantiles.size(); ++k) {
+    std::snprintf(buf, sizeof buf, " q%g %.3f", d.quantiles[k], d.coverage[k]);
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf, "; central interval %.3f (calibrated: %.3f)\n", d.interval_coverage,
+                d.interval_nominal);
+  out += buf + indent + "information coefficient per horizon step, pooled (t):";
+  for (const auto& ic : d.ic_pooled) {
+    std::snprintf(buf, sizeof buf, " %.4f (%.1f)", ic.ic, ic.t);
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf, "\n%ssign hit rate %.4f\n", indent.c_str(), d.hit_rate);
+  out += buf;
+  const auto& p = d.position;
+  std::snprintf(buf, sizeof buf,
+                "%sposition sized by the first step's median, %g bps a unit traded: mean %.3g per bar, Sharpe %.2f "
+                "(%.0f bars a year), turnover %.3f, max drawdown %.3g, %lld bars\n",
+                indent.c_str(), d.cost_bps, p.mean_return, p.sharpe, p.bars_per_year, p.turnover, p.max_drawdown,
+                static_cast<long long>(p.bars));
+  return out + buf;
+}
+
+std::string summarize_desk_metrics(const DeskMetrics& d) {
+  const auto ic = d.ic_pooled.empty() ? InformationCoefficient{std::nan(""), std::nan(""), 0} : d.ic_pooled.front();
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "interval coverage %.3f (calibrated %.3f), IC %.4f (t %.1f), hit rate %.3f, Sharpe %.2f",
+                d.interval_coverage, d.interval_nominal, ic.ic, ic.t, d.hit_rate, d.position.sharpe);
+  return buf;
+}
+
 nlohmann::json to_json(const DeskMetrics& m, const std::vector<std::string>& series_names) {
   nlohmann::json coverage = nlohmann::json::object();
   for (size_t k = 0; k < m.quantiles.size(); ++k) {

@@ -26,7 +26,11 @@ DriftCheck check(const std::string& name, artifact::LoadedModel& model, const da
   DriftCheck c;
   c.name = name;
   c.windows = dataset.num_windows(data::Split::Validation);
-  c.model = evaluate_model(model.model, dataset, data::Split::Validation, options.batch_size, options.device);
+  auto evaluation = evaluate_for_desk(model.model, dataset, data::Split::Validation, options.batch_size, options.device,
+                                      options.cost_bps);
+  c.model = evaluation.metrics;
+  c.desk = std::move(evaluation.desk);
+  c.symbols = dataset.spec().symbols;
   c.baselines = evaluate_baselines(dataset, data::Split::Validation, model.model->options().quantiles());
   c.change_pct = 100.0 * (c.model.loss - recorded) / recorded;
   if (c.model.loss >= c.baselines.best().loss) {
@@ -117,7 +121,7 @@ std::string format_drift_report(const DriftReport& report) {
     std::snprintf(buf, sizeof buf,
                   "  %-12s loss %.5f (recorded %.5f, %+.1f%%), best naive %.5f, %zu windows: ", c.name.c_str(),
                   c.model.loss, report.recorded_val_loss, c.change_pct, c.baselines.best().loss, c.windows);
-    out += buf + verdict + "\n";
+    out += buf + verdict + "\n" + "    as a desk reads it: " + summarize_desk_metrics(c.desk) + "\n";
   };
   for (const auto& c : report.series) line(c);
   line(report.overall);
@@ -138,6 +142,7 @@ nlohmann::json to_json(const DriftReport& report) {
                           {"loss", c.model.loss},
                           {"change_pct", c.change_pct},
                           {"verdict", drift_verdict_name(c.verdict)},
+                          {"desk", to_json(c.desk, c.symbols)},
                           {"baselines", to_json(c.baselines)}};
   };
   nlohmann::json series = nlohmann::json::array();

@@ -115,11 +115,12 @@ std::optional<ForecastMetrics> evaluate_model_unless_stopped(model::TemporalFusi
 }
 
 Evaluation evaluate_for_desk(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
-                             size_t batch_size, c10::Device device, double cost_bps) {
+                             size_t batch_size, c10::Device device, double cost_bps,
+                             const std::function<void(const data::Batch&, const model::TftOutput&)>& visit) {
   const auto& quantiles = model->options().quantiles();
   MetricsAccumulator metrics(quantiles);
   DeskMetricsAccumulator desk(quantiles, cost_bps);
-  for_each_forecast(model, dataset, split, batch_size, device, accumulating(dataset, metrics, &desk));
+  for_each_forecast(model, dataset, split, batch_size, device, accumulating(dataset, metrics, &desk, visit));
   return {metrics.result(), desk.result()};
 }
 

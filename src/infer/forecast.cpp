@@ -33,45 +33,49 @@ void to_original_units(const double* scaled, int64_t horizon, int64_t nq, int64_
   }
 }
 
+ForecastTableBuilder::ForecastTableBuilder(const data::Dataset& dataset, std::vector<double> quantiles, int64_t median)
+    : dataset_(dataset), median_(median) {
+  table_.quantile_return.resize(quantiles.size());
+  table_.quantile_price.resize(quantiles.size());
+  table_.quantiles = std::move(quantiles);
+}
+
+void ForecastTableBuilder::add(const data::Batch& batch, const model::TftOutput& out) {
+  const int64_t l = dataset_.options().encoder_length, h = dataset_.options().horizon;
+  auto q = out.quantiles.to(at::kCPU).to(at::kDouble).contiguous();
+  const double* f = q.data_ptr<double>();
+  const auto nq = static_cast<int64_t>(table_.quantiles.size());
+  std::vector<double> returns(static_cast<size_t>(h * nq)), prices(static_cast<size_t>(h * nq));
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    const auto& w = batch.windows[static_cast<size_t>(i)];
+    const auto& s = dataset_.series()[w.series];
+    const int64_t origin = w.start + l - 1;
+    const auto units = target_units(dataset_.spec(), s.symbol_id);
+    to_original_units(f + i * h * nq, h, nq, median_, units, s.close[origin], returns.data(), prices.data());
+    for (int64_t step = 0; step < h; ++step) {
+      const int64_t row = origin + 1 + step;
+      table_.timestamp_ns.push_back(s.timestamp_ns[row]);
+      table_.origin_ns.push_back(s.timestamp_ns[origin]);
+      table_.symbol.push_back(s.symbol);
+      table_.step.push_back(static_cast<int32_t>(step + 1));
+      table_.origin_close.push_back(s.close[origin]);
+      const double actual = static_cast<double>(s.target[row]) * units.scale;
+      table_.actual_return.push_back(units.center == 0.0 ? actual : actual + units.center);
+      for (int64_t k = 0; k < nq; ++k) {
+        table_.quantile_return[k].push_back(returns[step * nq + k]);
+        table_.quantile_price[k].push_back(prices[step * nq + k]);
+      }
+    }
+  }
+}
+
 data::ForecastTable forecast_split(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
                                    data::Split split, size_t batch_size, c10::Device device) {
   const auto& opts = model->options();
-  const auto& quantiles = opts.quantiles();
-  const int64_t median = opts.median_index();
-  const int64_t l = dataset.options().encoder_length, h = dataset.options().horizon;
-  data::ForecastTable table;
-  table.quantiles = quantiles;
-  table.quantile_return.resize(quantiles.size());
-  table.quantile_price.resize(quantiles.size());
-  eval::for_each_forecast(
-      model, dataset, split, batch_size, device, [&](const data::Batch& batch, const model::TftOutput& out) {
-        auto q = out.quantiles.to(at::kCPU).to(at::kDouble).contiguous();
-        const double* f = q.data_ptr<double>();
-        const auto nq = static_cast<int64_t>(quantiles.size());
-        std::vector<double> returns(static_cast<size_t>(h * nq)), prices(static_cast<size_t>(h * nq));
-        for (int64_t i = 0; i < batch.size(); ++i) {
-          const auto& w = batch.windows[static_cast<size_t>(i)];
-          const auto& s = dataset.series()[w.series];
-          const int64_t origin = w.start + l - 1;
-          const auto units = target_units(dataset.spec(), s.symbol_id);
-          to_original_units(f + i * h * nq, h, nq, median, units, s.close[origin], returns.data(), prices.data());
-          for (int64_t step = 0; step < h; ++step) {
-            const int64_t row = origin + 1 + step;
-            table.timestamp_ns.push_back(s.timestamp_ns[row]);
-            table.origin_ns.push_back(s.timestamp_ns[origin]);
-            table.symbol.push_back(s.symbol);
-            table.step.push_back(static_cast<int32_t>(step + 1));
-            table.origin_close.push_back(s.close[origin]);
-            const double actual = static_cast<double>(s.target[row]) * units.scale;
-            table.actual_return.push_back(units.center == 0.0 ? actual : actual + units.center);
-            for (int64_t k = 0; k < nq; ++k) {
-              table.quantile_return[k].push_back(returns[step * nq + k]);
-              table.quantile_price[k].push_back(prices[step * nq + k]);
-            }
-          }
-        }
-      });
-  return table;
+  ForecastTableBuilder builder(dataset, opts.quantiles(), opts.median_index());
+  eval::for_each_forecast(model, dataset, split, batch_size, device,
+                          [&](const data::Batch& batch, const model::TftOutput& out) { builder.add(batch, out); });
+  return builder.take();
 }
 
 }  // namespace qtft::infer

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -44,24 +45,33 @@ struct TemporaryFile {
 };
 
 // Trains to the end of its budget and leaves the model holding its best epoch's weights.
-eval::ForecastMetrics finish_best(train::Trainer& trainer, const data::Dataset& dataset,
-                                  const train::TrainOptions& options, c10::Device device,
-                                  train::ProgressReporter& progress, const std::function<bool()>& stop_requested) {
+eval::Evaluation finish_best(train::Trainer& trainer, const data::Dataset& dataset, const train::TrainOptions& options,
+                             c10::Device device, train::ProgressReporter& progress,
+                             const std::function<bool()>& stop_requested) {
   if (trainer.fit(progress, stop_requested).interrupted) {
     // A comparison of half-trained models would mislead; there is no single run to resume.
     throw Error("interrupted: the accuracy comparison stopped before it finished; nothing was saved");
   }
   auto& model = trainer.model();
   artifact::copy_weights_into(*model, trainer.best_weights(), "best weights");
-  return eval::evaluate_model(model, dataset, data::Split::Validation, options.eval_batch_size, device);
+  return eval::evaluate_for_desk(model, dataset, data::Split::Validation, options.eval_batch_size, device, 0.0);
 }
 
-eval::ForecastMetrics train_best(model::TemporalFusionTransformer& model,
-                                 const std::shared_ptr<const data::Dataset>& dataset,
-                                 const train::TrainOptions& options, c10::Device device,
-                                 train::ProgressReporter& progress, const std::function<bool()>& stop_requested) {
+eval::Evaluation train_best(model::TemporalFusionTransformer& model,
+                            const std::shared_ptr<const data::Dataset>& dataset, const train::TrainOptions& options,
+                            c10::Device device, train::ProgressReporter& progress,
+                            const std::function<bool()>& stop_requested) {
   train::Trainer trainer(model, dataset, options, device);
   return finish_best(trainer, *dataset, options, device, progress, stop_requested);
+}
+
+ComparedModel compared(std::string name, std::string recipe, eval::Evaluation evaluation) {
+  ComparedModel row;
+  row.name = std::move(name);
+  row.recipe = std::move(recipe);
+  row.val = evaluation.metrics;
+  row.desk = std::move(evaluation.desk);
+  return row;
 }
 
 std::string epochs_range(int64_t first, int64_t last) {
@@ -107,8 +117,8 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
       snapshot = Fp32Snapshot{trainer.state(), trainer.best_weights()};
       trainer.pause_after_epoch(0);
     }
-    rows.push_back(
-        {"fp32", "FP32, " + all_epochs, finish_best(trainer, dataset, o.train, o.device, progress, stop_requested)});
+    rows.push_back(compared("fp32", "FP32, " + all_epochs,
+                            finish_best(trainer, dataset, o.train, o.device, progress, stop_requested)));
   }
 
   log("[2/6] PTQ: the FP32 model, observers calibrated on " + std::to_string(o.qat.calibration_batches) +
@@ -117,8 +127,9 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
     auto ptq = artifact::quantized_model(fp32_options, artifact::named_weights(*fp32), o.qat.weight_bits,
                                          o.qat.activation_bits, o.device, "FP32 weights");
     train::post_training_quantize(ptq, dataset, o.qat.calibration_batches, o.train.batch_size, o.train.seed, o.device);
-    rows.push_back({"ptq", "the FP32 model, " + calibration + ", frozen",
-                    eval::evaluate_model(ptq, dataset, data::Split::Validation, o.train.eval_batch_size, o.device)});
+    rows.push_back(compared(
+        "ptq", "the FP32 model, " + calibration + ", frozen",
+        eval::evaluate_for_desk(ptq, dataset, data::Split::Validation, o.train.eval_batch_size, o.device, 0.0)));
   }
 
   // One QAT row: from the FP32 snapshot with the plan's freezing (live_epochs >= qat_epochs:
@@ -141,7 +152,7 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
              : live_epochs == 0                                   ? std::string("frozen")
                                 : "live " + format_rounded(live_epochs) + " epoch(s)" + update_words + ", then frozen";
       auto val = finish_best(*phase.trainer, dataset, row_plan.fine_tuning(train), o.device, progress, stop_requested);
-      return {phase.model, {"", how, val}};
+      return {phase.model, compared("", how, std::move(val))};
     }
     auto model = model::build_model(qat_options, o.train.seed);
     train::calibrate_observers(model, dataset, o.qat.calibration_batches, o.train.batch_size, o.train.seed, o.device,
@@ -153,7 +164,7 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
     how += never ? "live" + update_words
                  : "live " + format_rounded(live_epochs) + " epoch(s)" + update_words + ", then frozen";
     auto val = train_best(model, shared_dataset, options, o.device, progress, stop_requested);
-    return {model, {"", how, val}};
+    return {model, compared("", how, std::move(val))};
   };
 
   const double frozen_live = plan ? plan->live_epochs : (o.qat.live_epochs < 0 ? 1 : o.qat.live_epochs);
@@ -172,7 +183,11 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
     auto int8 = artifact::load_model(file.path, o.device);
     auto agreement = eval::compare_int8_to_fake_quant(qat_frozen, int8, dataset, data::Split::Validation,
                                                       o.train.eval_batch_size, o.device);
-    rows.push_back({"int8", "qat_frozen exported to int8", agreement.int8, 0.0, agreement});
+    auto row = compared(
+        "int8", "qat_frozen exported to int8",
+        eval::evaluate_for_desk(int8.model, dataset, data::Split::Validation, o.train.eval_batch_size, o.device, 0.0));
+    row.int8 = agreement;
+    rows.push_back(std::move(row));
   }
 
   log("[5/6] QAT with live observers" +
@@ -196,11 +211,12 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
 }
 
 std::string format_comparison(const std::vector<ComparedModel>& rows) {
-  std::string out = "  model        val_loss   val_rmse   degradation   recipe\n";
-  char buf[128];
+  std::string out = "  model        val_loss   val_rmse   degradation  coverage  IC step 1  hit rate   recipe\n";
+  char buf[192];
   for (const auto& r : rows) {
-    std::snprintf(buf, sizeof buf, "  %-11s %9.5f  %9.5f   %+8.2f%%     ", r.name.c_str(), r.val.loss, r.val.rmse,
-                  r.degradation_pct);
+    const double ic = r.desk.ic_pooled.empty() ? std::nan("") : r.desk.ic_pooled.front().ic;
+    std::snprintf(buf, sizeof buf, "  %-11s %9.5f  %9.5f   %+8.2f%%    %6.3f    %7.4f    %6.3f    ", r.name.c_str(),
+                  r.val.loss, r.val.rmse, r.degradation_pct, r.desk.interval_coverage, ic, r.desk.hit_rate);
     out += buf + r.recipe + "\n";
   }
   for (const auto& r : rows) {
@@ -209,14 +225,12 @@ std::string format_comparison(const std::vector<ComparedModel>& rows) {
   return out;
 }
 
-nlohmann::json to_json(const std::vector<ComparedModel>& rows) {
+nlohmann::json to_json(const std::vector<ComparedModel>& rows, const std::vector<std::string>& series_names) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& r : rows) {
-    out[r.name] = {{"val_loss", r.val.loss},
-                   {"val_rmse", r.val.rmse},
-                   {"val_mae", r.val.mae},
-                   {"degradation_pct", r.degradation_pct},
-                   {"recipe", r.recipe}};
+    out[r.name] = {{"val_loss", r.val.loss}, {"val_rmse", r.val.rmse},
+                   {"val_mae", r.val.mae},   {"degradation_pct", r.degradation_pct},
+                   {"recipe", r.recipe},     {"desk", eval::to_json(r.desk, series_names)}};
     if (r.int8) out[r.name]["against_fake_quant"] = eval::to_json(*r.int8);
   }
   return out;

@@ -77,8 +77,9 @@ TEST_F(BacktestCli, QatWalkForwardWithInt8ForecastsAndItsReportRendersInABrowser
       dir_, walk("--use-qat --qat-calibration-batches 2 --int8 --cost-bps 1 --refit update --output '" + out + "'"),
       kHangGuard);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  EXPECT_THAT(run.out, HasSubstr("Walk forward: 3 folds over 600 bars"));
-  EXPECT_THAT(run.out, HasSubstr("fold 3/3: 196 windows"));
+  EXPECT_THAT(run.out, HasSubstr("Walk forward: 3 folds (0 to 2) over 600 bars"));
+  EXPECT_THAT(run.out, HasSubstr("fold 2 of 0-2: update on the bars through"));
+  EXPECT_THAT(run.out, HasSubstr("  196 windows out of sample"));
   EXPECT_THAT(run.out, HasSubstr("Across 3 folds (596 windows)"));
   const auto doc = nlohmann::json::parse(read_text(out + "/folds.json"));
   ASSERT_EQ(doc.at("folds").size(), 3u);

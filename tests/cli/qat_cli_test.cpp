@@ -215,6 +215,17 @@ TEST_F(QatCli, CompareAccuracyReportsEveryModelAndTheInt8Agreement) {
   EXPECT_EQ(agreement["fake_quant_loss"].get<double>(), j["models"]["qat_frozen"]["val_loss"].get<double>());
   EXPECT_LT(std::abs(agreement["loss_difference_pct"].get<double>()), 0.5);
   EXPECT_GT(agreement["median_forecast_difference_steps"]["values"].get<int64_t>(), 0);
+  // Every model's validation forecasts as a desk reads them, over the same windows.
+  EXPECT_THAT(run.out, HasSubstr("coverage  IC step 1  hit rate"));
+  const auto windows = j["models"]["fp32"]["desk"]["windows"].get<int64_t>();
+  EXPECT_GT(windows, 0);
+  for (const char* name : {"fp32", "ptq", "qat_frozen", "int8", "qat_live", "qat_step"}) {
+    const auto& desk = j["models"][name]["desk"];
+    EXPECT_EQ(desk["windows"], windows) << name;
+    EXPECT_GE(desk["interval_coverage"].get<double>(), 0.0) << name;
+    EXPECT_LE(desk["interval_coverage"].get<double>(), 1.0) << name;
+    EXPECT_EQ(desk["ic_pooled"].size(), j["config"]["model"]["horizon"].get<size_t>()) << name;
+  }
 }
 
 }  // namespace

@@ -131,6 +131,22 @@ TEST_F(TrainCli, PredictWritesOneRowPerWindowAndStep) {
   // 2 symbols x 1199 rows: test split rows [1019, 1199) -> 180 - 20 + 1 = 161 windows each.
   EXPECT_THAT(run.out, HasSubstr("322 test windows x 4 steps"));
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1 + 322 * 4);
+
+  // The desk's metrics of the same forecasts: those evaluate gives on the same split.
+  const auto predicted = dir_.file("predict.json"), evaluated = dir_.file("evaluate.json");
+  run = run_qtft(dir_, "predict --load-model " + model + " --parquet-file " + data_ + " --output " + out +
+                           " --cost-bps 5 --metrics-json " + predicted);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("as a desk reads them"));
+  ASSERT_EQ(run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ +
+                               " --cost-bps 5 --metrics-json " + evaluated)
+                .exit_code,
+            0);
+  const auto p = nlohmann::json::parse(test::read_text(predicted));
+  const auto e = nlohmann::json::parse(test::read_text(evaluated));
+  EXPECT_EQ(p.at("desk"), e.at("desk"));
+  EXPECT_EQ(p.at("model").at("loss"), e.at("model").at("loss"));
+  EXPECT_EQ(p.at("desk").at("windows"), 322);
 }
 
 TEST_F(TrainCli, ExplainWeightsAreDistributions) {
@@ -289,9 +305,12 @@ TEST_F(TrainCli, WatchPrintsAVerdictPerSeriesAndExitsWithItsCode) {
   auto model = train("deployed.safetensors");
   auto json_path = dir_.file("watch.json");
   auto run = run_qtft(dir_, "watch --load-model " + model + " --parquet-file " + data_ + " --reference " + model +
-                                " --json " + json_path);
+                                " --cost-bps 3 --json " + json_path);
   auto j = nlohmann::json::parse(test::read_text(json_path));
   EXPECT_EQ(run.exit_code, j["exit_code"].get<int>()) << run.err;
+  EXPECT_EQ(j["overall"]["desk"]["position"]["cost_bps"], 3.0);
+  EXPECT_EQ(j["overall"]["desk"]["windows"], j["overall"]["windows"]);
+  EXPECT_THAT(run.out, HasSubstr("    as a desk reads it: interval coverage"));
   EXPECT_THAT(run.exit_code, ::testing::AnyOf(0, 3, 4));  // never 5 against itself
   EXPECT_EQ(j["series"].size(), 2u);
   EXPECT_EQ(j["reference"]["difference_pct"].get<double>(), 0.0);

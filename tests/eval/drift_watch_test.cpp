@@ -5,6 +5,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/eval/drift_watch.h"
+#include "qtft/eval/evaluate.h"
 #include "qtft/model/model_building.h"
 #include "qtft/train/trainer.h"
 #include "support/bar_files.h"
@@ -82,6 +83,32 @@ TEST(DriftWatch, RollbackAdvisedOnlyBeyondTheMarginAgainstTheReference) {
   reference.file.features.target_scale *= 2;
   EXPECT_THAT(test::message_thrown([&] { watch_drift(model, bars, options, &reference, "fp32.safetensors"); }),
               HasSubstr("fp32.safetensors: scales its targets by"));
+}
+
+// The desk's figures are those of evaluate_for_desk on the same windows: the newer half of
+// the bars, under the model's features.
+TEST(DriftWatch, ReportsTheDeskMetricsOfTheForecastsItScores) {
+  auto model = trained_model();
+  const auto bars = test::regular_bar_set(301, 2);
+  DriftOptions options;
+  options.cost_bps = 2.0;
+  const auto report = watch_drift(model, bars, options);
+  auto windows = model.file.dataset;
+  windows.validation_fraction = 0.5;
+  windows.test_fraction = 0;
+  const auto recent = data::Dataset::build(bars, windows, model.file.features);
+  const auto expected =
+      evaluate_for_desk(model.model, recent, data::Split::Validation, options.batch_size, kCpu, options.cost_bps);
+  EXPECT_EQ(to_json(report.overall.desk, report.overall.symbols), to_json(expected.desk, recent.spec().symbols));
+  EXPECT_EQ(report.overall.desk.windows, static_cast<int64_t>(report.overall.windows));
+  for (const auto& c : report.series) {
+    EXPECT_EQ(c.desk.windows, static_cast<int64_t>(c.windows)) << c.name;
+    EXPECT_EQ(c.desk.cost_bps, 2.0);
+  }
+  const auto json = to_json(report);
+  EXPECT_EQ(json["overall"]["desk"]["position"]["cost_bps"], 2.0);
+  EXPECT_EQ(json["series"][0]["desk"]["windows"], report.series[0].windows);
+  EXPECT_THAT(format_drift_report(report), HasSubstr("as a desk reads it: interval coverage"));
 }
 
 TEST(DriftWatch, RefusesTooFewBarsAndModelsWithoutAValidationLoss) {

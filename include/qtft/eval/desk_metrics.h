@@ -90,6 +90,12 @@ class DeskMetricsAccumulator {
   std::vector<Window> windows_;
 };
 
+// The figures as lines for a terminal, each starting with `indent`: coverage, IC per step,
+// hit rate, the position's returns.
+std::string format_desk_metrics(const DeskMetrics& metrics, const std::string& indent);
+// The same in one line: central interval coverage, first step's IC, hit rate, Sharpe.
+std::string summarize_desk_metrics(const DeskMetrics& metrics);
+
 // Per-series figures keyed by series_names[id] when given, else by the id.
 nlohmann::json to_json(const DeskMetrics& metrics, const std::vector<std::string>& series_names = {});
 

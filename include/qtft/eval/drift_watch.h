@@ -16,6 +16,7 @@
 #include "qtft/artifact/model_loading.h"
 #include "qtft/data/bars.h"
 #include "qtft/eval/baselines.h"
+#include "qtft/eval/desk_metrics.h"
 #include "qtft/eval/metrics.h"
 
 namespace qtft::eval {
@@ -28,12 +29,15 @@ struct DriftOptions {
   double rollback_pct = 3.0;   // worse than the reference by more than this: roll back
   size_t batch_size = 512;
   c10::Device device = c10::Device(c10::kCPU);
+  double cost_bps = 0.0;  // the desk metrics' trading cost
 };
 
 struct DriftCheck {
   std::string name;  // the symbol, or "overall"
   size_t windows = 0;
   ForecastMetrics model;
+  DeskMetrics desk;                  // the same forecasts as a desk reads them (target units)
+  std::vector<std::string> symbols;  // the desk's series names, by id
   BaselineMetrics baselines;
   double change_pct = 0.0;  // the model's loss against the recorded validation loss
   DriftVerdict verdict = DriftVerdict::Ok;

@@ -20,13 +20,15 @@ ForecastMetrics evaluate_model(model::TemporalFusionTransformer& model, const da
                                size_t batch_size, c10::Device device);
 
 // evaluate_model, and the desk's metrics of the same forecasts (in the target's units, each
-// window's series and first forecast bar from the dataset): one pass.
+// window's series and first forecast bar from the dataset): one pass, handing each batch and
+// its output to `visit` as well when given (predict's rows).
 struct Evaluation {
   ForecastMetrics metrics;
   DeskMetrics desk;
 };
 Evaluation evaluate_for_desk(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
-                             size_t batch_size, c10::Device device, double cost_bps);
+                             size_t batch_size, c10::Device device, double cost_bps,
+                             const std::function<void(const data::Batch&, const model::TftOutput&)>& visit = {});
 
 // evaluate_for_desk over the windows at `indices` of `split` (a walk-forward fold's), in
 // that order, handing each batch and its output to `visit` as well when given.

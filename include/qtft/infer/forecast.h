@@ -2,6 +2,9 @@
 
 #include <c10/core/Device.h>
 
+#include <vector>
+
+#include "qtft/data/batch.h"
 #include "qtft/data/dataset.h"
 #include "qtft/data/forecast_table.h"
 #include "qtft/model/tft.h"
@@ -33,5 +36,19 @@ void to_original_units(const double* scaled, int64_t horizon, int64_t num_quanti
 // i.e. the median path up to the previous step, then quantile q for step h.
 data::ForecastTable forecast_split(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
                                    data::Split split, size_t batch_size, c10::Device device);
+
+// forecast_split's rows, batch by batch: for a walk that does more with the same forecasts
+// (predict's desk metrics).
+class ForecastTableBuilder {
+ public:
+  ForecastTableBuilder(const data::Dataset& dataset, std::vector<double> quantiles, int64_t median);
+  void add(const data::Batch& batch, const model::TftOutput& out);
+  data::ForecastTable take() { return std::move(table_); }
+
+ private:
+  const data::Dataset& dataset_;
+  int64_t median_;
+  data::ForecastTable table_;
+};
 
 }  // namespace qtft::infer

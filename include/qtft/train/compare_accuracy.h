@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qtft/data/dataset.h"
+#include "qtft/eval/desk_metrics.h"
 #include "qtft/eval/int8_agreement.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/model/tft_options.h"
@@ -35,6 +36,7 @@ struct ComparedModel {
   double degradation_pct = 0.0;  // validation loss against FP32's, in percent
   // int8 only: how it follows the fake-quantized model it was exported from (qat_frozen).
   std::optional<eval::Int8Agreement> int8 = std::nullopt;
+  eval::DeskMetrics desk;  // the same validation forecasts as a desk reads them (no trading cost)
 };
 
 // On one data split and seed, every model with the same budget of train.epochs: trains FP32;
@@ -53,6 +55,7 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
                                             const std::function<bool()>& stop_requested = {});
 
 std::string format_comparison(const std::vector<ComparedModel>& rows);
-nlohmann::json to_json(const std::vector<ComparedModel>& rows);
+// Per model its figures; the desk's per-series ICs keyed by series_names[id] when given.
+nlohmann::json to_json(const std::vector<ComparedModel>& rows, const std::vector<std::string>& series_names = {});
 
 }  // namespace qtft::train

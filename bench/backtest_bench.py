@@ -1,0 +1,149 @@
+"""Walk-forward backtests, measured: what refitting buys after a regime change, and what the
+walk costs beyond the training it contains.
+
+    python3 bench/backtest_bench.py regime [--qtft build/qtft] [--work DIR] [--json out.json]
+    python3 bench/backtest_bench.py cost   [--qtft build/qtft] [--work DIR] [--json out.json]
+                                           [--rows 1000000] [--symbols 10] [--folds 20]
+
+regime: `make-data --shift-after-bar` bars (2 symbols of 12,000 five-minute bars, volatility
+doubled and a drift from bar 6,000), walked with the first fold trained on 5,000 bars and
+steps of 1,000, once per --refit (none, update, full). Per fold it prints the quantile loss in
+the target's units (comparable across refits: a full refit fits its own scaling), the
+central interval's coverage and the median's IC; then the mean loss over the folds whose
+forecasts all come after the shift, and update's and full's margin over none there.
+
+cost: --rows bars over --symbols symbols, the first half trains fold 0 (one epoch), then
+--folds steps, each an update of one epoch on its new bars and the forecasts of every window
+of the step. It prints the wall time of the whole backtest against the training it
+contains (folds.json's training seconds, summed), and the peak RSS.
+
+Both run `qtft` with --threads 2 and hidden size 16. Run on an otherwise idle machine.
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+
+COMMON = ["--hidden-size", "16", "--threads", "2", "--cost-bps", "1"]
+
+
+def run_backtest(qtft, output, args):
+    """Runs one backtest into a fresh `output`; returns its folds.json, wall seconds, peak RSS (KiB)."""
+    shutil.rmtree(output, ignore_errors=True)
+    command = [qtft, "backtest", *args, *COMMON, "--output", output]
+    print("$ " + " ".join(command), flush=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    with open(os.path.join(output, "folds.json")) as f:
+        record = json.load(f)
+    # ru_maxrss of children is the largest so far: a later, smaller run reports the earlier peak.
+    return record, wall, peak if peak > before else None
+
+
+def regime(args):
+    data = os.path.join(args.work, "regime.parquet")
+    subprocess.run([args.qtft, "make-data", "--output", data, "--rows", "24000", "--symbols", "2",
+                    "--shift-after-bar", str(args.shift)], check=True, stdout=subprocess.DEVNULL)
+    walk = ["--parquet-file", data, "--initial-train-bars", str(args.initial), "--step", str(args.step),
+            "--epochs", "3", "--update-epochs", "1"]
+    results = {}
+    for refit in ("none", "update", "full"):
+        record, wall, _ = run_backtest(args.qtft, os.path.join(args.work, f"regime-{refit}"),
+                                       walk + ["--refit", refit])
+        results[refit] = {
+            "wall_seconds": wall,
+            "folds": [{
+                "fold": f["fold"],
+                "loss": f["metrics"]["in_target_units"]["loss"],
+                "coverage": f["desk"]["interval_coverage"],
+                "ic": f["desk"]["ic_pooled"][0]["ic"],
+                "train_seconds": f["training"]["seconds"],
+            } for f in record["folds"]],
+        }
+    # Fold k forecasts from bar initial + k * step on: all after the shift from the first fold
+    # that starts there.
+    first_after = -(-(args.shift - args.initial) // args.step)
+    print(f"\n{'fold':>4} " + " ".join(f"{r + ' loss':>12} {'cov':>6} {'IC':>7}" for r in results))
+    for k in range(len(results["none"]["folds"])):
+        cells = []
+        for r in results:
+            f = results[r]["folds"][k]
+            cells.append(f"{f['loss']:12.6f} {f['coverage']:6.3f} {f['ic']:7.4f}")
+        mark = " (after the shift)" if k >= first_after else ""
+        print(f"{k:>4} " + " ".join(cells) + mark)
+    after = {r: [f["loss"] for f in results[r]["folds"][first_after:]] for r in results}
+    means = {r: sum(v) / len(v) for r, v in after.items()}
+    summary = {"first_fold_after_shift": first_after, "mean_loss_after_shift": means}
+    for r in ("update", "full"):
+        summary[f"{r}_better_than_none"] = 1 - means[r] / means["none"]
+        wins = sum(u < n for u, n in zip(after[r], after["none"]))
+        summary[f"{r}_folds_better"] = f"{wins} of {len(after[r])}"
+    print(f"\nmean loss over folds {first_after}..: " + ", ".join(f"{r} {m:.6f}" for r, m in means.items()))
+    for r in ("update", "full"):
+        print(f"{r} better than none by {100 * summary[f'{r}_better_than_none']:.1f}% "
+              f"({summary[f'{r}_folds_better']} folds); wall {results[r]['wall_seconds']:.1f} s "
+              f"(none {results['none']['wall_seconds']:.1f} s)")
+    return {"regime": results, "summary": summary}
+
+
+def cost(args):
+    data = os.path.join(args.work, f"cost-{args.rows}.parquet")
+    if not os.path.exists(data):
+        subprocess.run([args.qtft, "make-data", "--output", data, "--rows", str(args.rows), "--symbols",
+                        str(args.symbols)], check=True, stdout=subprocess.DEVNULL)
+    bars = args.rows // args.symbols
+    initial = bars // 2
+    step = (bars - initial) // args.folds
+    record, wall, peak = run_backtest(args.qtft, os.path.join(args.work, "cost"), [
+        "--parquet-file", data, "--initial-train-bars", str(initial), "--step", str(step), "--epochs", "1",
+        "--update-epochs", "1", "--refit", "update", "--encoder-length", "32"])
+    folds = record["folds"]
+    training = sum(f["training"]["seconds"] for f in folds)
+    forecasting = sum(f["forecast_seconds"] for f in folds)
+    updates = sum(f["training"]["seconds"] for f in folds[1:])
+    result = {
+        "rows": args.rows, "symbols": args.symbols, "folds": len(folds), "initial_bars": initial, "step": step,
+        "wall_seconds": wall, "training_seconds": training, "update_seconds": updates,
+        "forecast_seconds": forecasting, "wall_over_training": wall / training, "peak_rss_kib": peak,
+        "windows_forecast": sum(f["windows"] for f in folds),
+    }
+    print(f"\n{len(folds)} folds over {args.rows} bars: wall {wall:.1f} s, training {training:.1f} s "
+          f"(fold 0 {folds[0]['training']['seconds']:.1f} s, updates {updates:.1f} s), forecasting and "
+          f"metrics {forecasting:.1f} s; wall / training = {wall / training:.3f}; peak RSS {peak / 1024:.0f} MiB")
+    return {"cost": result}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["regime", "cost"])
+    parser.add_argument("--qtft", default="build/qtft")
+    parser.add_argument("--work", default="build/backtest-bench")
+    parser.add_argument("--json")
+    parser.add_argument("--shift", type=int, default=6000)
+    parser.add_argument("--initial", type=int, default=5000)
+    parser.add_argument("--step", type=int, default=1000)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--symbols", type=int, default=10)
+    parser.add_argument("--folds", type=int, default=20)
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model = next((l.split(":", 1)[1].strip() for l in cpu.splitlines() if l.startswith("Model name")), "?")
+    out = regime(args) if args.what == "regime" else cost(args)
+    out.update({"cpu": model, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d")})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,8 +7,9 @@
 
 namespace qtft::cli {
 
-void add_model_run_flags(CLI::App& cmd, ModelRunFlags& f) {
-  cmd.add_option("--load-model", f.load_model, "A model saved by qtft train")->required()->check(CLI::ExistingFile);
+CLI::Option* add_model_run_flags(CLI::App& cmd, ModelRunFlags& f, bool model_required) {
+  auto* model = cmd.add_option("--load-model", f.load_model, "A model saved by qtft train")->check(CLI::ExistingFile);
+  if (model_required) model->required();
   add_bar_source_flags(cmd, f.data);
   cmd.add_option("--split", f.split,
                  "Which windows: train, validation, test, or all (every window of the data, across the splits)")
@@ -17,6 +18,7 @@ void add_model_run_flags(CLI::App& cmd, ModelRunFlags& f) {
   cmd.add_option("--batch-size", f.batch_size, "Windows per forward pass")->capture_default_str();
   add_runtime_flags(cmd, f.runtime);
   add_int8_kernels_flag(cmd, f.int8_kernels);
+  return model;
 }
 
 void add_int8_kernels_flag(CLI::App& cmd, std::string& kernels) {

@@ -10,7 +10,8 @@
 
 namespace CLI {
 class App;
-}
+class Option;
+}  // namespace CLI
 
 namespace qtft::cli {
 
@@ -24,7 +25,9 @@ struct ModelRunFlags {
   std::string int8_kernels = "integer";
 };
 
-void add_model_run_flags(CLI::App& cmd, ModelRunFlags& flags);
+// Returns --load-model's option; `model_required` false leaves it optional (report: a
+// backtest's folder or a model).
+CLI::Option* add_model_run_flags(CLI::App& cmd, ModelRunFlags& flags, bool model_required = true);
 // --int8-kernels, for commands that load int8 files.
 void add_int8_kernels_flag(CLI::App& cmd, std::string& kernels);
 

@@ -1,10 +1,16 @@
-// `qtft report`: a backtest's folder as one HTML page (qtft::infer::write_backtest_report).
+// `qtft report`: a backtest's folder, or a model on bars, as one HTML page
+// (qtft::infer::write_backtest_report, qtft::infer::model_report_html).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 
 #include "commands.h"
+#include "model_run.h"
+#include "qtft/common/error.h"
+#include "qtft/data/bar_source.h"
 #include "qtft/infer/backtest_report.h"
+#include "qtft/infer/model_report.h"
+#include "qtft/io/atomic_file.h"
 #include "run_flags.h"
 
 namespace qtft::cli {
@@ -12,11 +18,21 @@ namespace qtft::cli {
 void add_report_command(CLI::App& app) {
   struct Flags {
     std::string backtest, output;
+    ModelRunFlags run;
+    double cost_bps = 0.0;
     infer::ReportOptions report;
   };
   auto flags = std::make_shared<Flags>();
-  auto* cmd = app.add_subcommand("report", "A backtest's folds, forecasts and model as one self-contained HTML page");
-  cmd->add_option("--backtest", flags->backtest, "The --output folder of qtft backtest")->required();
+  flags->run.split = "all";
+  auto* cmd = app.add_subcommand(
+      "report", "A backtest's folds, forecasts and model, or a model on bars, as one self-contained HTML page");
+  auto* backtest = cmd->add_option("--backtest", flags->backtest, "The --output folder of qtft backtest");
+  auto* model = add_model_run_flags(*cmd, flags->run, /*model_required=*/false);
+  backtest->excludes(model);
+  cmd->add_option("--cost-bps", flags->cost_bps,
+                  "With --load-model: trading cost of the desk metrics' position, in basis points per unit traded")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--output", flags->output, "The page to write (report.html)")->required()->check(writable_file());
   cmd->add_option("--series", flags->report.series, "The series drawn as fan charts (default: the first two)")
       ->delimiter(',');
@@ -28,8 +44,20 @@ void add_report_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--title", flags->report.title, "The page's title");
   cmd->callback([flags] {
-    infer::write_backtest_report(flags->backtest, flags->report, flags->output);
-    std::printf("Wrote %s\n", flags->output.c_str());
+    auto& f = *flags;
+    if (f.backtest.empty() == f.run.load_model.empty()) {
+      throw UsageError("report: give --backtest DIR (a backtest's output) or --load-model F with the bars to score");
+    }
+    if (!f.backtest.empty()) {
+      infer::write_backtest_report(f.backtest, f.report, f.output);
+    } else {
+      auto run = open_model_run(f.run);
+      const auto report = infer::score_model_for_report(run.loaded, f.run.load_model, run.dataset, run.split,
+                                                        data::describe_source(f.run.data.source), f.run.batch_size,
+                                                        run.device, f.cost_bps);
+      io::write_file_atomically(f.output, infer::model_report_html(report, f.report));
+    }
+    std::printf("Wrote %s\n", f.output.c_str());
   });
 }
 

@@ -147,6 +147,14 @@ std::string SvgChart::svg() const {
       }
       out += "<polyline class=\"series\" fill=\"none\" stroke=\"" + p.color + "\" stroke-width=\"" + number(p.width) +
              "\"" + (p.dashed ? " stroke-dasharray=\"4 3\"" : "") + " points=\"" + points + "\"/>\n";
+      // A line of few points shows its points too (one point draws no line at all).
+      if (p.x.size() <= 3) {
+        for (size_t k = 0; k < p.x.size(); ++k) {
+          if (!std::isfinite(p.y[k])) continue;
+          out += "<circle cx=\"" + number(px(p.x[k])) + "\" cy=\"" + number(py(p.y[k])) + "\" r=\"3\" fill=\"" +
+                 p.color + "\"/>\n";
+        }
+      }
     } else if (kind == "B") {
       std::string points;
       for (size_t k = 0; k < p.x.size(); ++k) points += number(px(p.x[k])) + "," + number(py(p.y2[k])) + " ";

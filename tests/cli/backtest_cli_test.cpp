@@ -21,6 +21,33 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 namespace fs = std::filesystem;
 
+// Rendered by Debian's chromium: every chart laid out with its marks (the page's own count),
+// and a screenshot kept beside the build, as `shot_name`, for a person to look at.
+void expect_renders_in_a_browser(const std::string& html, const std::string& shot_name) {
+  const auto page = read_text(html);
+  const std::string shot = std::string(QTFT_BUILD_DIR) + "/tests/" + shot_name;
+  fs::remove(shot);
+  const std::string browser =
+      "chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,3200 "
+      "--virtual-time-budget=5000 ";
+  const std::string dom = html + ".dom";
+  ASSERT_EQ(
+      std::system((kHangGuard + " " + browser + "--dump-dom 'file://" + html + "' >'" + dom + "' 2>/dev/null").c_str()),
+      0)
+      << "is Debian's chromium installed? scripts/test.sh installs it";
+  const auto rendered = read_text(dom);
+  const auto at = page.find("data-charts=\"") + 13;
+  const auto charts = page.substr(at, page.find('"', at) - at);  // how many the page drew
+  EXPECT_NE(charts, "0");
+  EXPECT_THAT(rendered, HasSubstr("data-charts-rendered=\"" + charts + "\"")) << html;
+  ASSERT_EQ(
+      std::system(
+          (kHangGuard + " " + browser + "--screenshot='" + shot + "' 'file://" + html + "' >/dev/null 2>&1").c_str()),
+      0);
+  ASSERT_TRUE(fs::exists(shot));
+  EXPECT_GT(fs::file_size(shot), 20'000u);  // a page of charts, not a blank one
+}
+
 class BacktestCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -54,6 +81,7 @@ TEST_F(BacktestCli, RefusesBadInputInOneLineAndWritesNothing) {
       {walk("--int8 --output '" + out + "'"), "--int8 forecasts with each fold's int8 export", 2},
       {"report --backtest '" + dir_.path().string() + "' --output '" + dir_.file("r.html") + "'",
        "not a backtest's output (no folds.json)", 2},
+      {"report --output '" + dir_.file("r.html") + "'", "give --backtest DIR (a backtest's output) or --load-model", 2},
   };
   for (const auto& c : cases) {
     const auto run = run_qtft(dir_, c.args, kHangGuard);
@@ -71,7 +99,7 @@ TEST_F(BacktestCli, RefusesBadInputInOneLineAndWritesNothing) {
   EXPECT_EQ(read_text(out + "/mine.txt"), "keep");
 }
 
-TEST_F(BacktestCli, QatWalkForwardWithInt8ForecastsAndItsReportRendersInABrowser) {
+TEST_F(BacktestCli, QatWalkForwardWithInt8ForecastsAndItsReportsRenderInABrowser) {
   const std::string out = dir_.file("walk");
   auto run = run_qtft(
       dir_, walk("--use-qat --qat-calibration-batches 2 --int8 --cost-bps 1 --refit update --output '" + out + "'"),
@@ -97,34 +125,51 @@ TEST_F(BacktestCli, QatWalkForwardWithInt8ForecastsAndItsReportRendersInABrowser
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto page = read_text(html);
   EXPECT_THAT(page, HasSubstr("S1: step 1 forecasts against what happened (last 100 bars)"));
-  EXPECT_THAT(page, Not(HasSubstr("http://")));  // nothing fetched when viewed (the SVG namespace aside)
+  EXPECT_THAT(page, Not(HasSubstr("http")));  // nothing fetched when viewed
   EXPECT_THAT(page, Not(HasSubstr("src=")));
   run = run_qtft(dir_, "report --backtest '" + out + "' --output '" + html + "' --series XX", kHangGuard);
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("--series XX: no forecasts of it"));
 
-  // Rendered by Debian's chromium: every chart laid out with its marks (the page's own
-  // count), and a screenshot kept beside the build for a person to look at.
-  const std::string shot = std::string(QTFT_BUILD_DIR) + "/tests/backtest_report.png";
-  fs::remove(shot);
-  const std::string browser =
-      "chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,3200 "
-      "--virtual-time-budget=5000 ";
-  const auto dom = dir_.file("dom.html");
-  ASSERT_EQ(
-      std::system((kHangGuard + " " + browser + "--dump-dom 'file://" + html + "' >'" + dom + "' 2>/dev/null").c_str()),
-      0)
-      << "is Debian's chromium installed? scripts/test.sh installs it";
-  const auto rendered = read_text(dom);
-  const auto at = page.find("data-charts=\"") + 13;
-  const auto charts = page.substr(at, page.find('"', at) - at);  // how many the page drew
-  EXPECT_THAT(rendered, HasSubstr("data-charts-rendered=\"" + charts + "\""));
-  ASSERT_EQ(
-      std::system(
-          (kHangGuard + " " + browser + "--screenshot='" + shot + "' 'file://" + html + "' >/dev/null 2>&1").c_str()),
-      0);
-  ASSERT_TRUE(fs::exists(shot));
-  EXPECT_GT(fs::file_size(shot), 20'000u);  // a page of charts, not a blank one
+  expect_renders_in_a_browser(html, "backtest_report.png");
+
+  // The last fold's int8 model on the same bars, as a model's report.
+  const std::string model_page = dir_.file("model.html");
+  run = run_qtft(dir_,
+                 "report --load-model '" + out + "/models/fold-002.int8.safetensors' --csv-file '" + csv_ +
+                     "' --split all --cost-bps 1 --series S0 --output '" + model_page + "'",
+                 kHangGuard);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto model_html = read_text(model_page);
+  EXPECT_THAT(model_html, HasSubstr("Model report: "));
+  EXPECT_THAT(model_html, HasSubstr("S0: step 1 forecasts against what happened"));
+  EXPECT_THAT(model_html, HasSubstr("Coverage of each quantile"));
+  EXPECT_THAT(model_html, Not(HasSubstr("http")));
+  expect_renders_in_a_browser(model_page, "model_report.png");
+}
+
+// A folder of partitioned Parquet with declared inputs: each fold trains, updates and
+// forecasts with them (the folds' importances name them).
+TEST_F(BacktestCli, WalksAFolderWithDeclaredInputs) {
+  const std::string bars = dir_.file("bars") + "/", out = dir_.file("walk");
+  ASSERT_EQ(run_qtft(dir_, "make-data --output '" + bars + "' --rows 2400 --symbols 2 --extra-inputs 2").exit_code, 0);
+  const auto run = run_qtft(dir_,
+                            "backtest --data '" + bars +
+                                "' --observed lead_signal --known event_flag --encoder-length 12 --horizon 3 "
+                                "--hidden-size 8 --attention-heads 2 --epochs 1 --batch-size 32 "
+                                "--max-batches-per-epoch 4 --initial-train-bars 600 --step 300 --output '" +
+                                out + "'",
+                            kHangGuard);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const auto doc = nlohmann::json::parse(read_text(out + "/folds.json"));
+  ASSERT_EQ(doc.at("folds").size(), 2u);  // 1200 bars a symbol: folds at 600 and 900
+  for (const auto& fold : doc.at("folds")) {
+    const auto& explanation = fold.at("explanation");
+    EXPECT_TRUE(explanation.at("encoder_weights").contains("lead_signal")) << explanation.dump();
+    EXPECT_TRUE(explanation.at("decoder_weights").contains("event_flag")) << explanation.dump();
+  }
+  EXPECT_EQ(doc.at("folds")[1].at("training").at("kind"), "update");
+  EXPECT_TRUE(fs::exists(out + "/forecasts.parquet"));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -41,6 +42,14 @@ VariableSelectionNetwork make_vsn(int64_t width, bool qat, uint64_t seed) {
 VariableSelectionOutput run(VariableSelectionNetwork& vsn, bool grouped, const at::Tensor& x, const at::Tensor& c) {
   torch::manual_seed(11);
   return grouped ? vsn->forward(x, c) : vsn->forward_per_variable(x, c);
+}
+
+// A gradient element sums many products; summed in another order it rounds apart by a few
+// units in the last place of the largest terms, not of the element: the absolute tolerance
+// follows the tensor's largest magnitude (seen: 3.4e-6 on a weight gradient reaching 19.6,
+// on an AMD EPYC with AVX-512).
+double scaled_atol(const at::Tensor& expected) {
+  return kAtol * std::max(1.0, expected.abs().max().item<double>());
 }
 
 class GroupedVariables : public ::testing::TestWithParam<std::tuple<int64_t, bool>> {};
@@ -80,11 +89,13 @@ TEST_P(GroupedVariables, GradientsAgreeWithThePerVariableModulesToRounding) {
     ((out.output * r).sum() + (out.weights * s).sum()).backward();
     input_grads.push_back(xi.grad());
   }
-  EXPECT_TRUE(at::allclose(input_grads[0], input_grads[1], kRtol, kAtol));
+  EXPECT_TRUE(at::allclose(input_grads[0], input_grads[1], kRtol, scaled_atol(input_grads[1])));
   const auto params = grouped->named_parameters(), reference = per_variable->named_parameters();
   for (const auto& p : params) {
     ASSERT_TRUE(p.value().grad().defined()) << p.key() << " got no gradient";
-    EXPECT_TRUE(at::allclose(p.value().grad(), reference[p.key()].grad(), kRtol, kAtol)) << p.key();
+    const at::Tensor& expected = reference[p.key()].grad();
+    EXPECT_TRUE(at::allclose(p.value().grad(), expected, kRtol, scaled_atol(expected)))
+        << p.key() << ": differs by up to " << (p.value().grad() - expected).abs().max().item<double>();
   }
 }
 

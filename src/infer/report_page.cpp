@@ -78,6 +78,11 @@ std::vector<std::string> choose_series(const data::BacktestForecasts& forecasts,
 
 // The forecasts of one series at one step, the last `bars` of them, as a fan.
 std::string fan_chart(const data::BacktestForecasts& f, const std::string& series, int32_t step, int64_t bars) {
+  if (bars < 1) throw UsageError("--fan-bars " + std::to_string(bars) + ": must be at least 1");
+  const int32_t steps = f.step.empty() ? 0 : *std::max_element(f.step.begin(), f.step.end());
+  if (step < 1 || step > steps) {
+    throw UsageError("--fan-step " + std::to_string(step) + ": the forecasts have steps 1 to " + std::to_string(steps));
+  }
   std::vector<size_t> rows;
   for (size_t i = 0; i < f.rows(); ++i) {
     if (f.symbol[i] == series && f.step[i] == step) rows.push_back(i);

@@ -164,6 +164,18 @@ std::string differences(const nlohmann::json& recorded, const nlohmann::json& no
   return out;
 }
 
+// Every series must have bars by the first fold's date: the first model learns its
+// symbols there, and a later listing is one no fold's model (nor an update) could forecast.
+void require_known_from_the_start(const data::BarSet& bars, const Fold& first, const FoldPlanOptions& plan) {
+  for (const auto& s : bars.series) {
+    if (s.timestamp_ns.front() <= first.train_through_ns) continue;
+    const std::string flag = plan.initial_train_until_ns ? "--initial-train-until" : "--initial-train-bars";
+    throw UsageError(flag + ": the first fold trains through " + format_utc(first.train_through_ns) + ", but symbol '" +
+                     s.symbol + "' starts at " + format_utc(s.timestamp_ns.front()) +
+                     ": no model of the walk would know it; start the walk after it or leave the symbol out");
+  }
+}
+
 struct FolderState {
   nlohmann::json document;
   int64_t finished = 0;
@@ -208,10 +220,15 @@ FolderState read_folder(const BacktestOptions& o, const nlohmann::json& identity
   const auto& done = state.document.at("folds");
   state.finished = static_cast<int64_t>(done.size());
   for (int64_t k = 0; k < state.finished; ++k) {
-    if (k >= static_cast<int64_t>(folds.size()) || done[static_cast<size_t>(k)].value("train_through", "") !=
-                                                       format_utc(folds[static_cast<size_t>(k)].train_through_ns)) {
+    // Both ends: bars added after a finished walk's end move its last fold's end.
+    const bool same = k < static_cast<int64_t>(folds.size()) &&
+                      done[static_cast<size_t>(k)].value("train_through", "") ==
+                          format_utc(folds[static_cast<size_t>(k)].train_through_ns) &&
+                      done[static_cast<size_t>(k)].value("forecast_until", nlohmann::json(nullptr)) ==
+                          utc_or_null(folds[static_cast<size_t>(k)].forecast_until_ns);
+    if (!same) {
       throw Error(record.string() + ": fold " + std::to_string(k) +
-                  " was planned at another date: the data changed since the backtest began; start it anew in "
+                  " was planned with other dates: the data changed since the backtest began; start it anew in "
                   "another folder");
     }
   }
@@ -231,23 +248,34 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
   o.setup.dataset.test_fraction = 0;  // the walk forward is the test
   o.plan.encoder_length = o.setup.dataset.encoder_length;
   o.plan.horizon = o.setup.dataset.horizon;
+  o.plan.updates = o.refit == Refit::Update;
+  o.plan.validation_fraction = o.setup.dataset.validation_fraction;
   const auto stop = [&] { return o.setup.stop_requested && o.setup.stop_requested(); };
 
   auto bars = std::make_shared<const data::BarSet>(data::load_bars(o.source));
   const auto clock = clock_of(*bars);
   const auto folds = plan_folds(clock, o.plan);
+  require_known_from_the_start(*bars, folds.front(), o.plan);
   events.planned(folds, static_cast<int64_t>(clock.size()));
-  const auto identity = backtest_identity(options);
+  const auto identity = backtest_identity(o);
   require_backtest_folder(o);
-  fs::create_directories(o.output / "models");
-  fs::create_directories(o.output / "parts");
+  fs::create_directories(o.output);
   io::OutputLock lock(o.output / "folds.json");  // one backtest at a time in a folder
   auto state = read_folder(o, identity, folds);
+  if (state.document.value("planned_folds", folds.size()) != folds.size()) {
+    throw Error((o.output / "folds.json").string() + ": planned " + state.document.at("planned_folds").dump() +
+                " folds, the data now gives " + std::to_string(folds.size()) +
+                ": the data changed since the backtest began; start it anew in another folder");
+  }
+  state.document["planned_folds"] = folds.size();
+  fs::create_directories(o.output / "models");
+  fs::create_directories(o.output / "parts");
+  // Recorded before the first fold trains, so that a backtest stopped in fold 0 resumes.
+  if (state.finished == 0) write_document(o, state.document);
   BacktestOutcome outcome;
   outcome.planned_folds = static_cast<int64_t>(folds.size());
   outcome.resumed_folds = state.finished;
   if (state.finished > 0) events.resumed(state.finished);
-  state.document["planned_folds"] = folds.size();
 
   ScoringData scoring(bars);
   for (int64_t k = state.finished; k < static_cast<int64_t>(folds.size()); ++k) {

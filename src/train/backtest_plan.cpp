@@ -72,6 +72,29 @@ int64_t typical_spacing(std::span<const int64_t> timeline) {
   return gaps[gaps.size() / 2];
 }
 
+// The fewest new bars an update validates on: the update windows its new bars with the
+// encoder's history before them (encoder + new bars feature rows), and the newest
+// validation fraction of those rows must hold a window (encoder + horizon). An update also
+// takes the bars its model validated on, so this is a floor that always suffices.
+int64_t fewest_bars_to_update(const FoldPlanOptions& o) {
+  if (!(o.validation_fraction > 0 && o.validation_fraction < 1)) {
+    throw UsageError("--validation-fraction " + format_number(o.validation_fraction) + ": must lie in (0, 1)");
+  }
+  const int64_t window = o.encoder_length + o.horizon;
+  for (int64_t bars = 1;; ++bars) {
+    const int64_t rows = o.encoder_length + bars;
+    const auto train_rows = static_cast<int64_t>(std::floor(static_cast<double>(rows) * (1.0 - o.validation_fraction)));
+    if (rows - train_rows >= window) return bars;
+  }
+}
+
+std::string too_few_to_update(const FoldPlanOptions& o, int64_t bars) {
+  return "--refit update trains each fold on the bars since the last one and validates on their newest " +
+         format_rounded(100.0 * o.validation_fraction) + "%, which needs a window (encoder " +
+         std::to_string(o.encoder_length) + " + horizon " + std::to_string(o.horizon) + "): take a step of at least " +
+         std::to_string(bars) + " bars, a larger --validation-fraction, or --refit none|full";
+}
+
 }  // namespace
 
 std::vector<Fold> plan_folds(std::span<const int64_t> timeline, const FoldPlanOptions& o) {
@@ -85,6 +108,10 @@ std::vector<Fold> plan_folds(std::span<const int64_t> timeline, const FoldPlanOp
   if (o.step.bars > 0 && o.step.bars < o.horizon) {
     throw UsageError("--step " + std::to_string(o.step.bars) + ": shorter than the horizon (" +
                      std::to_string(o.horizon) + " bars), so each fold's forecasts would reach past the next fold's");
+  }
+  const int64_t update_bars = o.updates ? fewest_bars_to_update(o) : 0;
+  if (o.step.bars > 0 && o.step.bars < update_bars) {
+    throw UsageError("--step " + std::to_string(o.step.bars) + ": " + too_few_to_update(o, update_bars));
   }
   // The last bar the first fold trains on, as an index into the clock.
   int64_t first = 0;
@@ -151,6 +178,12 @@ std::vector<Fold> plan_folds(std::span<const int64_t> timeline, const FoldPlanOp
     fold.train_through_ns = timeline[static_cast<size_t>(at)];
     fold.forecast_until_ns = next < n ? timeline[static_cast<size_t>(next)] : std::numeric_limits<int64_t>::max();
     fold.bars = std::min(next, n) - at;
+    // Every fold but the last gives the next fold's update its new bars.
+    if (next < n && fold.bars < update_bars) {
+      throw UsageError("--step " + describe_fold_step(o.step) + ": the fold after " +
+                       format_utc(fold.train_through_ns) + " holds " + std::to_string(fold.bars) + " bars; " +
+                       too_few_to_update(o, update_bars));
+    }
     folds.push_back(fold);
     at = next;
   }
@@ -165,7 +198,7 @@ void check_backtest_options(const BacktestOptions& o) {
   if (o.update_epochs < 1) {
     throw UsageError("--update-epochs " + std::to_string(o.update_epochs) + ": must be at least 1");
   }
-  if (o.forecast_batch_size < 1) throw UsageError("--batch-size must be at least 1");
+  if (o.forecast_batch_size < 1) throw UsageError("--eval-batch-size must be at least 1");
   if (!o.setup.load_model.empty() || o.setup.resume || o.setup.update) {
     throw UsageError("a backtest trains its own models: drop --load-model, --resume and --update");
   }

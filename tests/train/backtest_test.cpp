@@ -101,6 +101,23 @@ TEST(PlanFolds, StepsByDurationOnTheClockAndFromADate) {
               HasSubstr("--step 3min: shorter than the horizon (4 bars of 1min)"));
 }
 
+// Encoder 10 + 77 new bars give 87 rows, whose newest 15% (87 - floor(73.95) = 14 rows) hold
+// one window of 10 + 4; 76 new bars give 13.
+TEST(PlanFolds, UnderUpdatesAStepGivesEachUpdateAWindowToValidateOn) {
+  const auto clock = minutes(400);
+  auto o = plan_of(40, "76");
+  o.updates = true;
+  EXPECT_THAT(test::message_thrown([&] { plan_folds(clock, o); }),
+              HasSubstr("--step 76: --refit update trains each fold on the bars since the last one and validates on "
+                        "their newest 15%, which needs a window (encoder 10 + horizon 4): take a step of at least 77 "
+                        "bars"));
+  o.step = parse_fold_step("77");
+  EXPECT_EQ(plan_folds(clock, o).size(), 5u);  // from bars 40, 117, 194, 271, 348
+  o.updates = false;
+  o.step = parse_fold_step("76");
+  EXPECT_EQ(plan_folds(clock, o).size(), 5u);  // without updates, any step of the horizon or more
+}
+
 TEST(PlanFolds, RefusesWhatCannotBeWalkedNamingTheFlag) {
   const auto clock = minutes(100);
   EXPECT_THAT(test::message_thrown([&] { plan_folds(clock, plan_of(40, "3")); }),
@@ -216,6 +233,17 @@ TEST_F(Backtest, StoppedAfterAFoldResumesAndEndsAsTheOneNeverStopped) {
   EXPECT_FALSE(fs::exists(o.output / "forecasts.parquet"));
 
   o.setup.stop_requested = {};
+  // Stopped before its first fold finished: the folder is recorded, and resumes too.
+  auto early = options("early");
+  early.setup.stop_requested = [] { return true; };
+  ASSERT_TRUE(run_backtest(early, quiet).interrupted);
+  ASSERT_TRUE(fs::exists(early.output / "folds.json"));
+  early.setup.stop_requested = {};
+  const auto from_the_start = run_backtest(early, quiet);
+  EXPECT_EQ(from_the_start.resumed_folds, 0);
+  EXPECT_EQ(data::read_backtest_forecasts(from_the_start.forecasts.string()).value,
+            data::read_backtest_forecasts(whole.forecasts.string()).value);
+
   const auto resumed = run_backtest(o, quiet);
   EXPECT_EQ(resumed.resumed_folds, 1);
   ASSERT_EQ(resumed.folds.size(), 2u);
@@ -269,6 +297,25 @@ TEST_F(Backtest, RefusesOtherOptionsOnResumeAndAFolderThatIsNotABacktests) {
   EXPECT_FALSE(fs::exists(other.output));  // nothing written for bad options
 }
 
+TEST_F(Backtest, RefusesASymbolListedAfterTheFirstFoldAndBarsAddedToAFinishedWalk) {
+  auto bars = test::regular_bar_set(600, 2);
+  bars.series[1] = data::slice_bars(bars.series[1], 400, 600);
+  data::write_bars_csv(bars, csv_);
+  BacktestEvents quiet;
+  auto o = options("late");
+  EXPECT_THAT(test::message_thrown([&] { run_backtest(o, quiet); }),
+              HasSubstr("--initial-train-bars: the first fold trains through"));
+  EXPECT_FALSE(fs::exists(o.output));
+
+  // A finished walk, then more bars: its folds' dates no longer hold.
+  data::write_bars_csv(test::regular_bar_set(600, 2), csv_);
+  o = options("grown");
+  ASSERT_FALSE(run_backtest(o, quiet).interrupted);
+  data::write_bars_csv(test::regular_bar_set(700, 2), csv_);
+  EXPECT_THAT(test::message_thrown([&] { run_backtest(o, quiet); }),
+              HasSubstr("the data changed since the backtest began"));
+}
+
 TEST_F(Backtest, RefitNoneKeepsTheFirstModelAndKeepModelsKeepsEvery) {
   auto o = options("none");
   o.refit = Refit::None;
@@ -278,7 +325,6 @@ TEST_F(Backtest, RefitNoneKeepsTheFirstModelAndKeepModelsKeepsEvery) {
   EXPECT_EQ(none.folds[1].training.kind, "none");
   EXPECT_EQ(none.folds[2].training.kind, "none");
   EXPECT_TRUE(fs::exists(o.output / "models" / "fold-000.safetensors"));
-  EXPECT_FALSE(fs::exists(o.output / "models" / "fold-001.safetensors"));
   // The first fold is the same model on the same windows whatever the refit.
   auto u = options("kept");
   u.keep_models = true;

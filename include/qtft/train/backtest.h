@@ -64,12 +64,17 @@ struct FoldPlanOptions {
   int64_t initial_train_bars = 0;                 // --initial-train-bars (one of the two)
   FoldStep step;
   int64_t encoder_length = 0, horizon = 0;
+  // Each fold after the first updates the last model on the bars since (--refit update):
+  // a step must give that update a window to validate on, at this validation fraction.
+  bool updates = false;
+  double validation_fraction = 0.15;
 };
 
 // The folds over `timeline`, the data's distinct timestamps in increasing order. Throws
 // UsageError naming the flag: a step shorter than the horizon (in bars, or as a duration at
 // the data's median bar spacing), an initial period without the bars of one window or at or
-// beyond the data's end. A duration step follows the calendar; a period holding fewer bars
+// beyond the data's end; under updates, a step whose new bars leave the update's validation
+// split without a window. A duration step follows the calendar; a period holding fewer bars
 // than the horizon (a night, a weekend) joins the next fold.
 std::vector<Fold> plan_folds(std::span<const int64_t> timeline, const FoldPlanOptions& options);
 

@@ -25,7 +25,8 @@ std::vector<std::string> choose_series(const data::BacktestForecasts& forecasts,
                                        const std::vector<std::string>& requested, const std::string& where);
 
 // The forecasts of one series at one horizon step, the last `bars` of them: the outer
-// quantiles as a band, the median, and the realized values.
+// quantiles as a band, the median, and the realized values. Throws UsageError naming
+// --fan-bars or --fan-step for fewer than one bar or a step the forecasts do not have.
 std::string fan_chart(const data::BacktestForecasts& forecasts, const std::string& series, int32_t step, int64_t bars);
 
 // eval::to_json(Explanation)'s object as charts: each selector's heaviest inputs and the

@@ -15,7 +15,10 @@ namespace qtft::data {
 namespace {
 
 BarSet read_whole_source(const BarSource& source) {
-  if (source.is_dataset_folder()) return read_bars_parquet_dataset(source.parquet_file, source.read);
+  if (source.is_dataset_folder()) {
+    return read_bars_parquet_dataset(source.parquet_file, source.read, std::numeric_limits<size_t>::max(),
+                                     source.from_ns, source.through_ns);
+  }
   if (!source.parquet_file.empty()) return read_bars_parquet(source.parquet_file, source.read);
   if (!source.csv_file.empty()) return read_bars_csv(source.csv_file, source.read);
   if (!source.read.inputs.empty()) {
@@ -31,15 +34,6 @@ BarSet read_whole_source(const BarSource& source) {
   return bars;
 }
 
-void keep_bars_through(BarSet& bars, int64_t through_ns) {
-  for (auto& series : bars.series) {
-    const auto& ts = series.timestamp_ns;
-    const auto keep = static_cast<size_t>(std::upper_bound(ts.begin(), ts.end(), through_ns) - ts.begin());
-    if (keep < series.size()) series = slice_bars(series, 0, keep);
-  }
-  std::erase_if(bars.series, [](const BarSeries& s) { return s.size() == 0; });
-}
-
 }  // namespace
 
 BarSet load_bars(const BarSource& source) {
@@ -47,8 +41,38 @@ BarSet load_bars(const BarSource& source) {
     throw UsageError("give --parquet-file or --csv-file, not both");
   }
   BarSet bars = read_whole_source(source);
-  if (source.is_cut()) keep_bars_through(bars, source.through_ns);
+  if (source.is_cut()) keep_bars_between(bars, source.from_ns, source.through_ns);
   return bars;
+}
+
+SourceClock read_source_clock(const BarSource& source) {
+  SourceClock clock;
+  const auto add = [&](const BarSet& part) {
+    for (const auto& s : part.series) {
+      if (s.size() == 0) continue;
+      clock.timeline.insert(clock.timeline.end(), s.timestamp_ns.begin(), s.timestamp_ns.end());
+      const auto known = std::find_if(clock.first_bar.begin(), clock.first_bar.end(),
+                                      [&](const auto& f) { return f.first == s.symbol; });
+      if (known == clock.first_bar.end()) {
+        clock.first_bar.emplace_back(s.symbol, s.timestamp_ns.front());
+      } else {
+        known->second = std::min(known->second, s.timestamp_ns.front());
+      }
+    }
+    std::sort(clock.timeline.begin(), clock.timeline.end());
+    clock.timeline.erase(std::unique(clock.timeline.begin(), clock.timeline.end()), clock.timeline.end());
+  };
+  if (source.is_dataset_folder()) {
+    DatasetReader reader(source.parquet_file, source.read);
+    for (size_t k = 0; k < reader.files().size(); ++k) {
+      BarSet part = reader.read(k);
+      if (source.is_cut()) keep_bars_between(part, source.from_ns, source.through_ns);
+      add(part);
+    }
+  } else {
+    add(load_bars(source));
+  }
+  return clock;
 }
 
 BarSet load_latest_bars(const BarSource& source, size_t keep) {
@@ -92,7 +116,7 @@ std::filesystem::path user_cache_store(const std::string& folder) {
 }  // namespace
 
 std::string BarSource::feature_store_folder() const {
-  if (in_memory || uses_embedded_data() || is_cut()) return "";
+  if (in_memory || uses_embedded_data()) return "";
   if (!feature_store.empty()) return feature_store;
   if (!is_dataset_folder()) return "";
   return (stores_in_user_cache(parquet_file) ? user_cache_store(parquet_file) : store_next_to(parquet_file)).string();

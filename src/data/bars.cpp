@@ -21,6 +21,16 @@ void keep_last_bars(BarSeries& s, size_t keep) {
   if (s.size() > keep) s = slice_bars(s, s.size() - keep, s.size());
 }
 
+void keep_bars_between(BarSet& bars, int64_t from_ns, int64_t through_ns) {
+  for (auto& s : bars.series) {
+    const auto& ts = s.timestamp_ns;
+    const auto begin = static_cast<size_t>(std::lower_bound(ts.begin(), ts.end(), from_ns) - ts.begin());
+    const auto end = static_cast<size_t>(std::upper_bound(ts.begin(), ts.end(), through_ns) - ts.begin());
+    if (begin > 0 || end < s.size()) s = slice_bars(s, begin, std::max(begin, end));
+  }
+  std::erase_if(bars.series, [](const BarSeries& s) { return s.size() == 0; });
+}
+
 namespace {
 
 // For each of `from`'s levels its index in `to`'s, which gains the levels it lacks.

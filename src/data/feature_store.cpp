@@ -198,13 +198,16 @@ std::string absolute_source(const BarSource& source) {
 // `files`: source_files(source), listed once by callers that need several fingerprints.
 json fingerprint(const BarSource& source, const json& files, const DeclaredColumns& declared,
                  const DatasetOptions& options, const FeatureSpec* saved) {
-  return {{"version", kFormatVersion},
+  json fp{{"version", kFormatVersion},
           {"source", absolute_source(source)},
           {"format", source.parquet_file.empty() ? "csv" : "parquet"},
           {"files", files},
           {"columns", read_options_json(source.read, declared)},
           {"windows", to_json(options)},
           {"saved_spec", saved ? to_json(*saved) : json(nullptr)}};
+  // Only when cut: the stores of whole sources keep the fingerprints they had.
+  if (source.is_cut()) fp["bars_between"] = {source.from_ns, source.through_ns};
+  return fp;
 }
 
 // FNV-1a: names the file only; the whole fingerprint inside the store is what is compared.
@@ -365,7 +368,11 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
   Spill spill;
   spill.source = source.parquet_file.empty() ? source.csv_file : source.parquet_file;
   SeriesAssembly assembly;
-  auto take = [&](const BarSet& part, bool first) {
+  auto take = [&](const BarSet& given, bool first) {
+    // A cut source's store holds its bars only (BarSource::from_ns, through_ns).
+    std::optional<BarSet> cut;
+    if (source.is_cut()) keep_bars_between(cut.emplace(given), source.from_ns, source.through_ns);
+    const BarSet& part = cut ? *cut : given;
     if (first) {
       spill.has_range = part.has_range;
       spill.has_volume = part.has_volume;

@@ -207,13 +207,17 @@ size_t write_parquet_partitions(const BarSet& bars, const std::string& folder) {
   return files;
 }
 
-BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOptions& options, size_t keep) {
+BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOptions& options, size_t keep,
+                                 int64_t from_ns, int64_t through_ns) {
   DatasetReader reader(directory, options);
   BarSet bars;
   bars.source = directory;
   SeriesAssembly assembly;
   for (size_t k = 0; k < reader.files().size(); ++k) {
     BarSet part = reader.read(k);
+    if (from_ns != std::numeric_limits<int64_t>::min() || through_ns != std::numeric_limits<int64_t>::max()) {
+      keep_bars_between(part, from_ns, through_ns);  // before the assembly numbers the series
+    }
     if (k == 0) {
       bars.has_range = part.has_range;
       bars.has_volume = part.has_volume;

@@ -18,6 +18,7 @@
 #include "qtft/data/backtest_forecasts.h"
 #include "qtft/data/batch.h"
 #include "qtft/data/detail/feature_spec_json.h"
+#include "qtft/data/feature_store.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/eval/explanation.h"
 #include "qtft/eval/window_units.h"
@@ -44,13 +45,22 @@ fs::path int8_path(const fs::path& dir, int64_t fold) {
 }
 fs::path part_path(const fs::path& dir, int64_t fold) { return dir / "parts" / numbered("fold", fold, ".parquet"); }
 
-// The data's clock: every series' timestamps, merged, each once.
-std::vector<int64_t> clock_of(const data::BarSet& bars) {
-  std::vector<int64_t> clock;
-  for (const auto& s : bars.series) clock.insert(clock.end(), s.timestamp_ns.begin(), s.timestamp_ns.end());
-  std::sort(clock.begin(), clock.end());
-  clock.erase(std::unique(clock.begin(), clock.end()), clock.end());
+// The data's clock (every series' timestamps, merged, each once) and each series' first bar.
+data::SourceClock clock_of(const data::BarSet& bars) {
+  data::SourceClock clock;
+  for (const auto& s : bars.series) {
+    clock.timeline.insert(clock.timeline.end(), s.timestamp_ns.begin(), s.timestamp_ns.end());
+    clock.first_bar.emplace_back(s.symbol, s.timestamp_ns.front());
+  }
+  std::sort(clock.timeline.begin(), clock.timeline.end());
+  clock.timeline.erase(std::unique(clock.timeline.begin(), clock.timeline.end()), clock.timeline.end());
   return clock;
+}
+
+// The clock's time `bars` bars before `t` (a clock time), or its first.
+int64_t bars_before(const std::vector<int64_t>& timeline, int64_t t, int64_t bars) {
+  const auto at = std::lower_bound(timeline.begin(), timeline.end(), t) - timeline.begin();
+  return timeline[static_cast<size_t>(std::max<int64_t>(0, at - bars))];
 }
 
 }  // namespace
@@ -74,12 +84,29 @@ std::vector<size_t> fold_windows(const data::Dataset& dataset, int64_t from, int
 
 namespace {
 
-// Every window of the data under a model's features, kept while the features stay the same
-// (an update keeps its model's; a full refit fits its own).
+// Every window a fold scores, under its model's features. In memory (a file, or
+// --no-feature-store): the whole data's windows, kept while the features stay the same (an
+// update keeps its model's; a full refit fits its own). Bounded (a folder with its feature
+// store): each fold reads only its bars, with the history its first window needs, so memory
+// follows the step, not the data.
 class ScoringData {
  public:
-  explicit ScoringData(std::shared_ptr<const data::BarSet> bars) : bars_(std::move(bars)) {}
-  const data::Dataset& under(const artifact::ModelFile& model) {
+  ScoringData(data::BarSource source, std::shared_ptr<const data::BarSet> bars)
+      : source_(std::move(source)), bars_(std::move(bars)) {}
+  const data::Dataset& under(const artifact::ModelFile& model, int64_t from_ns, int64_t through_ns) {
+    if (!bars_) {
+      dataset_.reset();
+      auto source = data::with_model_inputs(source_, model.features);
+      source.from_ns = from_ns;
+      source.through_ns = through_ns;
+      // Only the windows of every split (All) are scored: halves keep a short read valid.
+      auto windows = model.dataset;
+      windows.validation_fraction = 0.5;
+      windows.test_fraction = 0;
+      dataset_ =
+          std::make_unique<data::Dataset>(data::Dataset::build(data::load_bars(source), windows, model.features));
+      return *dataset_;
+    }
     const std::string key =
         nlohmann::json{{"spec", data::to_json(model.features)}, {"windows", data::to_json(model.dataset)}}.dump();
     if (!dataset_ || key != key_) {
@@ -91,7 +118,8 @@ class ScoringData {
   }
 
  private:
-  std::shared_ptr<const data::BarSet> bars_;
+  data::BarSource source_;
+  std::shared_ptr<const data::BarSet> bars_;  // null: bounded
   std::unique_ptr<data::Dataset> dataset_;
   std::string key_;
 };
@@ -166,12 +194,12 @@ std::string differences(const nlohmann::json& recorded, const nlohmann::json& no
 
 // Every series must have bars by the first fold's date: the first model learns its
 // symbols there, and a later listing is one no fold's model (nor an update) could forecast.
-void require_known_from_the_start(const data::BarSet& bars, const Fold& first, const FoldPlanOptions& plan) {
-  for (const auto& s : bars.series) {
-    if (s.timestamp_ns.front() <= first.train_through_ns) continue;
+void require_known_from_the_start(const data::SourceClock& clock, const Fold& first, const FoldPlanOptions& plan) {
+  for (const auto& [symbol, first_bar] : clock.first_bar) {
+    if (first_bar <= first.train_through_ns) continue;
     const std::string flag = plan.initial_train_until_ns ? "--initial-train-until" : "--initial-train-bars";
     throw UsageError(flag + ": the first fold trains through " + format_utc(first.train_through_ns) + ", but symbol '" +
-                     s.symbol + "' starts at " + format_utc(s.timestamp_ns.front()) +
+                     symbol + "' starts at " + format_utc(first_bar) +
                      ": no model of the walk would know it; start the walk after it or leave the symbol out");
   }
 }
@@ -244,7 +272,11 @@ void write_document(const BacktestOptions& o, const nlohmann::json& document) {
 BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& events) {
   check_backtest_options(options);
   BacktestOptions o = options;
-  o.source.in_memory = true;          // a cut source is read into memory (BarSource::through_ns)
+  // A folder with its feature store is walked in bounded memory: fold 0 (and a full refit)
+  // trains from a store of the bars through its date, and each update and each fold's
+  // forecasts read only their bars. Anything else is read into memory once.
+  const bool bounded = !o.source.feature_store_folder().empty();
+  if (!bounded) o.source.in_memory = true;
   o.setup.dataset.test_fraction = 0;  // the walk forward is the test
   o.plan.encoder_length = o.setup.dataset.encoder_length;
   o.plan.horizon = o.setup.dataset.horizon;
@@ -252,11 +284,13 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
   o.plan.validation_fraction = o.setup.dataset.validation_fraction;
   const auto stop = [&] { return o.setup.stop_requested && o.setup.stop_requested(); };
 
-  auto bars = std::make_shared<const data::BarSet>(data::load_bars(o.source));
-  const auto clock = clock_of(*bars);
-  const auto folds = plan_folds(clock, o.plan);
-  require_known_from_the_start(*bars, folds.front(), o.plan);
-  events.planned(folds, static_cast<int64_t>(clock.size()));
+  std::shared_ptr<const data::BarSet> bars;
+  if (!bounded) bars = std::make_shared<const data::BarSet>(data::load_bars(o.source));
+  const auto clock = bounded ? data::read_source_clock(o.source) : clock_of(*bars);
+  const auto& timeline = clock.timeline;
+  const auto folds = plan_folds(timeline, o.plan);
+  require_known_from_the_start(clock, folds.front(), o.plan);
+  events.planned(folds, static_cast<int64_t>(timeline.size()));
   const auto identity = backtest_identity(o);
   require_backtest_folder(o);
   fs::create_directories(o.output);
@@ -277,7 +311,8 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
   outcome.resumed_folds = state.finished;
   if (state.finished > 0) events.resumed(state.finished);
 
-  ScoringData scoring(bars);
+  ScoringData scoring(o.source, bars);
+  const int64_t context = 2 * (o.plan.encoder_length + 1);  // bars of history read before a fold's first window
   for (int64_t k = state.finished; k < static_cast<int64_t>(folds.size()); ++k) {
     if (stop()) {
       outcome.interrupted = true;
@@ -311,6 +346,15 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
         request.setup.train.epochs = o.update_epochs;
         request.setup.load_model = starts_from;
         request.setup.update = true;
+        if (bounded) {
+          // The update reads the bars after its model's, with the encoder's history before them.
+          const auto file = artifact::load_model_file(starts_from);
+          int64_t earliest = fold.train_through_ns;
+          if (file.lineage) {
+            for (const auto& mark : file.lineage->trained_through) earliest = std::min(earliest, mark.bar_ns);
+          }
+          request.source.from_ns = bars_before(timeline, earliest, context);
+        }
         request.setup.device = o.setup.device;
         request.setup.stop_requested = o.setup.stop_requested;
       }
@@ -347,7 +391,13 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     }
     const auto forecast_start = std::chrono::steady_clock::now();
     auto loaded = artifact::load_model(scored_model, o.setup.device, o.int8_kernels);
-    const auto& dataset = scoring.under(loaded.file);
+    const auto n = static_cast<int64_t>(timeline.size());
+    const int64_t end =
+        fold.forecast_until_ns == std::numeric_limits<int64_t>::max()
+            ? n
+            : std::lower_bound(timeline.begin(), timeline.end(), fold.forecast_until_ns) - timeline.begin();
+    const auto& dataset = scoring.under(loaded.file, bars_before(timeline, fold.train_through_ns, context),
+                                        timeline[static_cast<size_t>(std::min(n - 1, end - 1 + o.plan.horizon))]);
     const auto windows = fold_windows(dataset, fold.train_through_ns, fold.forecast_until_ns);
     ForecastRows rows(dataset, static_cast<int32_t>(k), loaded.model->options().quantiles());
     eval::ExplanationAccumulator explanation(dataset.spec(), dataset.options());

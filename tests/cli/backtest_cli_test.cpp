@@ -149,27 +149,46 @@ TEST_F(BacktestCli, QatWalkForwardWithInt8ForecastsAndItsReportsRenderInABrowser
 }
 
 // A folder of partitioned Parquet with declared inputs: each fold trains, updates and
-// forecasts with them (the folds' importances name them).
-TEST_F(BacktestCli, WalksAFolderWithDeclaredInputs) {
-  const std::string bars = dir_.file("bars") + "/", out = dir_.file("walk");
+// forecasts with them (the folds' importances name them). Walked from its feature store
+// (fold 0 from a store of its bars, the rest reading only their own) it ends bit for bit as
+// walked in memory.
+TEST_F(BacktestCli, WalksAFolderWithDeclaredInputsFromItsStoreAsInMemory) {
+  const std::string bars = dir_.file("bars") + "/";
   ASSERT_EQ(run_qtft(dir_, "make-data --output '" + bars + "' --rows 2400 --symbols 2 --extra-inputs 2").exit_code, 0);
-  const auto run = run_qtft(dir_,
-                            "backtest --data '" + bars +
-                                "' --observed lead_signal --known event_flag --encoder-length 12 --horizon 3 "
-                                "--hidden-size 8 --attention-heads 2 --epochs 1 --batch-size 32 "
-                                "--max-batches-per-epoch 4 --initial-train-bars 600 --step 300 --output '" +
-                                out + "'",
-                            kHangGuard);
-  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  const auto doc = nlohmann::json::parse(read_text(out + "/folds.json"));
-  ASSERT_EQ(doc.at("folds").size(), 2u);  // 1200 bars a symbol: folds at 600 and 900
+  const auto walk_folder = [&](const std::string& out, const std::string& more) {
+    const auto run = run_qtft(dir_,
+                              "backtest --data '" + bars +
+                                  "' --observed lead_signal --known event_flag --encoder-length 12 --horizon 3 "
+                                  "--hidden-size 8 --attention-heads 2 --epochs 1 --batch-size 32 "
+                                  "--max-batches-per-epoch 4 --initial-train-bars 600 --step 300 --output '" +
+                                  out + "' " + more,
+                              kHangGuard);
+    EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+    return nlohmann::json::parse(read_text(out + "/folds.json"));
+  };
+  const std::string stored = dir_.file("stored"), in_memory = dir_.file("in-memory");
+  const auto doc = walk_folder(stored, "");
+  EXPECT_TRUE(fs::exists(bars + "_qtft_store"));  // fold 0 trained from a store
+  ASSERT_EQ(doc.at("folds").size(), 2u);          // 1200 bars a symbol: folds at 600 and 900
   for (const auto& fold : doc.at("folds")) {
     const auto& explanation = fold.at("explanation");
     EXPECT_TRUE(explanation.at("encoder_weights").contains("lead_signal")) << explanation.dump();
     EXPECT_TRUE(explanation.at("decoder_weights").contains("event_flag")) << explanation.dump();
   }
   EXPECT_EQ(doc.at("folds")[1].at("training").at("kind"), "update");
-  EXPECT_TRUE(fs::exists(out + "/forecasts.parquet"));
+
+  const auto memory_doc = walk_folder(in_memory, "--no-feature-store");
+  const auto a = data::read_backtest_forecasts(stored + "/forecasts.parquet");
+  const auto b = data::read_backtest_forecasts(in_memory + "/forecasts.parquet");
+  ASSERT_EQ(a.rows(), b.rows());
+  EXPECT_EQ(a.origin_ns, b.origin_ns);
+  EXPECT_EQ(a.realized, b.realized);
+  EXPECT_EQ(a.value, b.value);
+  for (size_t k = 0; k < 2; ++k) {
+    for (const char* key : {"metrics", "desk", "explanation", "windows"}) {
+      EXPECT_EQ(doc.at("folds")[k].at(key), memory_doc.at("folds")[k].at(key)) << k << " " << key;
+    }
+  }
 }
 
 }  // namespace

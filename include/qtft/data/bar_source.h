@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "qtft/data/bars.h"
 #include "qtft/data/synthetic.h"
@@ -23,10 +25,15 @@ struct BarSource {
   // ($XDG_CACHE_HOME/qtft/stores/<name>-<hash of the path>, else ~/.cache/...); none for a file.
   std::string feature_store;
   bool in_memory = false;  // no feature store: every feature in memory, as for a small file
-  // Bars after this time (UTC ns) are left out, as if the source ended there: a walk-forward
-  // fold trains on what was known at its date. A cut source is read into memory (no store).
+  // Only the bars timed in [from_ns, through_ns] (UTC ns), as if the source held no others: a
+  // walk-forward fold trains on what was known at its date, and reads the few bars it
+  // forecasts. A folder is trimmed file by file as it is read, and a feature store prepared
+  // for a cut source holds only its bars (the cut is in its fingerprint).
+  int64_t from_ns = std::numeric_limits<int64_t>::min();
   int64_t through_ns = std::numeric_limits<int64_t>::max();
-  bool is_cut() const { return through_ns != std::numeric_limits<int64_t>::max(); }
+  bool is_cut() const {
+    return from_ns != std::numeric_limits<int64_t>::min() || through_ns != std::numeric_limits<int64_t>::max();
+  }
   bool uses_embedded_data() const { return parquet_file.empty() && csv_file.empty(); }
   bool is_dataset_folder() const;
   std::string feature_store_folder() const;  // "" when the features are held in memory
@@ -35,8 +42,17 @@ struct BarSource {
 };
 
 // Every bar of the source in memory (a folder's files concatenated per symbol, in path order),
-// through its cut; a series with no bar by then is left out.
+// inside its cut; a series with no bar there is left out.
 BarSet load_bars(const BarSource& source);
+
+// The source's clock: every series' timestamps merged, each once, in increasing order; and
+// each series' first bar. A folder is read file by file, so memory follows the largest file
+// and the clock, not the history.
+struct SourceClock {
+  std::vector<int64_t> timeline;
+  std::vector<std::pair<std::string, int64_t>> first_bar;  // symbol, its first bar's time
+};
+SourceClock read_source_clock(const BarSource& source);
 // The last `keep` bars of each series (what a forecast reads). A folder is read file by
 // file, keeping only those, so memory follows the largest file, not the history.
 BarSet load_latest_bars(const BarSource& source, size_t keep);

@@ -59,6 +59,10 @@ struct BarSet {
   size_t total_rows() const;
 };
 
+// Keeps each series' bars timed in [from_ns, through_ns] and drops the series left without
+// one (a walk-forward fold's view of the data).
+void keep_bars_between(BarSet& bars, int64_t from_ns, int64_t through_ns);
+
 // Names of the input columns; all configurable from the command line.
 struct ColumnNames {
   std::string timestamp = "timestamp";

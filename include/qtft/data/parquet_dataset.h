@@ -86,8 +86,11 @@ class SeriesAssembly {
 size_t write_parquet_partitions(const BarSet& bars, const std::string& folder);
 
 // The bars of a whole folder, in memory (what load_bars does for a folder); with `keep`, only
-// each series' last `keep` bars, trimmed file by file (what a forecast reads).
+// each series' last `keep` bars (what a forecast reads), and only those timed in [from_ns,
+// through_ns] (a walk-forward fold's), each trimmed file by file.
 BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOptions& options,
-                                 size_t keep = std::numeric_limits<size_t>::max());
+                                 size_t keep = std::numeric_limits<size_t>::max(),
+                                 int64_t from_ns = std::numeric_limits<int64_t>::min(),
+                                 int64_t through_ns = std::numeric_limits<int64_t>::max());
 
 }  // namespace qtft::data

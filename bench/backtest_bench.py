@@ -4,6 +4,8 @@ walk costs beyond the training it contains.
     python3 bench/backtest_bench.py regime [--qtft build/qtft] [--work DIR] [--json out.json]
     python3 bench/backtest_bench.py cost   [--qtft build/qtft] [--work DIR] [--json out.json]
                                            [--rows 1000000] [--symbols 10] [--folds 20]
+    python3 bench/backtest_bench.py memory [--qtft build/qtft] [--work DIR] [--json out.json]
+                                           [--sizes 1e6,1e7,5e7] [--delete-data]
 
 regime: `make-data --shift-after-bar` bars (2 symbols of 12,000 five-minute bars, volatility
 doubled and a drift from bar 6,000), walked with the first fold trained on 5,000 bars and
@@ -17,7 +19,15 @@ cost: --rows bars over --symbols symbols, the first half trains fold 0 (one epoc
 of the step. It prints the wall time of the whole backtest against the training it
 contains (folds.json's training seconds, summed), and the peak RSS.
 
-Both run `qtft` with --threads 2 and hidden size 16. Run on an otherwise idle machine.
+memory: per size N, a folder of N one-minute bars as SCALE.md makes them
+(`make-data --output DIR/ --bar-minutes 1`, symbols of 500,000 bars, at least 2), walked
+from its feature store: fold 0 trained through each symbol's bar 490,000 (the last 10,000
+bars of each symbol are walked; fewer for smaller sizes), 4 folds of 2,500 bars, every
+training capped at 50 batches of 64 (--max-batches-per-epoch 50, as SCALE.md's train), each
+update one such epoch. It prints the backtest's wall time and peak RSS, and the bars and
+windows forecast, per size. --delete-data removes each folder once measured.
+
+All run `qtft` with --threads 2 and hidden size 16. Run on an otherwise idle machine.
 """
 
 import argparse
@@ -121,9 +131,80 @@ def cost(args):
     return {"cost": result}
 
 
+def status_kib(pid):
+    """VmRSS, RssAnon and RssFile of a running process, in KiB (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        return tuple(int(fields[k].split()[0]) for k in ("VmRSS", "RssAnon", "RssFile"))
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def peak_rss_run(command):
+    """Runs `command`; returns its wall seconds, its own peak RSS (wait4) and, from samples of
+    /proc every 0.2 s, its peak anonymous memory and the file-backed pages (the mapped
+    feature store, shared and reclaimable) at its largest sample, all in KiB."""
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak_anon, file_at_peak, largest = 0, 0, 0
+    while True:
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid != 0:
+            child.returncode = os.waitstatus_to_exitcode(status)
+            break
+        sample = status_kib(child.pid)
+        if sample:
+            rss, anon, file_backed = sample
+            peak_anon = max(peak_anon, anon)
+            if rss > largest:
+                largest, file_at_peak = rss, file_backed
+        time.sleep(0.2)
+    wall = time.perf_counter() - start
+    if child.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed with exit code {child.returncode}")
+    return wall, usage.ru_maxrss, peak_anon, file_at_peak
+
+
+def memory(args):
+    rows = []
+    for size in args.sizes.split(","):
+        n = int(float(size))
+        symbols = max(2, n // 500_000)
+        per_symbol = n // symbols
+        folder = os.path.join(args.work, f"minute-{n}") + "/"
+        if not os.path.exists(folder):
+            subprocess.run([args.qtft, "make-data", "--output", folder, "--rows", str(n), "--symbols", str(symbols),
+                            "--bar-minutes", "1"], check=True, stdout=subprocess.DEVNULL)
+        output = os.path.join(args.work, f"walk-{n}")
+        shutil.rmtree(output, ignore_errors=True)
+        initial = per_symbol - 4 * 2500
+        command = [args.qtft, "backtest", "--data", folder, "--initial-train-bars", str(initial), "--step", "2500",
+                   "--epochs", "1", "--update-epochs", "1", "--max-batches-per-epoch", "50", *COMMON,
+                   "--output", output]
+        print("$ " + " ".join(command), flush=True)
+        wall, peak, anon, file_backed = peak_rss_run(command)
+        with open(os.path.join(output, "folds.json")) as f:
+            record = json.load(f)
+        row = {"bars": n, "symbols": symbols, "folds": len(record["folds"]), "wall_seconds": wall,
+               "peak_rss_mib": peak / 1024, "peak_anonymous_mib": anon / 1024,
+               "file_backed_at_largest_sample_mib": file_backed / 1024, "windows_forecast": sum(f["windows"] for f in record["folds"]),
+               "training_seconds": sum(f["training"]["seconds"] for f in record["folds"]),
+               "forecast_seconds": sum(f["forecast_seconds"] for f in record["folds"])}
+        print(f"{n} bars ({symbols} symbols): {row['folds']} folds, {row['windows_forecast']} windows forecast, "
+              f"wall {wall:.1f} s, peak RSS {row['peak_rss_mib']:.0f} MiB (anonymous at most "
+              f"{row['peak_anonymous_mib']:.0f} MiB; {row['file_backed_at_largest_sample_mib']:.0f} MiB file-backed "
+              "at the largest sample)", flush=True)
+        rows.append(row)
+        if args.delete_data:
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(output, ignore_errors=True)
+    return {"memory": rows}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["regime", "cost"])
+    parser.add_argument("what", choices=["regime", "cost", "memory"])
     parser.add_argument("--qtft", default="build/qtft")
     parser.add_argument("--work", default="build/backtest-bench")
     parser.add_argument("--json")
@@ -133,11 +214,13 @@ def main():
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--symbols", type=int, default=10)
     parser.add_argument("--folds", type=int, default=20)
+    parser.add_argument("--sizes", default="1e6,1e7,5e7")
+    parser.add_argument("--delete-data", action="store_true")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next((l.split(":", 1)[1].strip() for l in cpu.splitlines() if l.startswith("Model name")), "?")
-    out = regime(args) if args.what == "regime" else cost(args)
+    out = {"regime": regime, "cost": cost, "memory": memory}[args.what](args)
     out.update({"cpu": model, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d")})
     if args.json:
         with open(args.json, "w") as f:

@@ -48,9 +48,7 @@ VariableSelectionOutput run(VariableSelectionNetwork& vsn, bool grouped, const a
 // units in the last place of the largest terms, not of the element: the absolute tolerance
 // follows the tensor's largest magnitude (seen: 3.4e-6 on a weight gradient reaching 19.6,
 // on an AMD EPYC with AVX-512).
-double scaled_atol(const at::Tensor& expected) {
-  return kAtol * std::max(1.0, expected.abs().max().item<double>());
-}
+double scaled_atol(const at::Tensor& expected) { return kAtol * std::max(1.0, expected.abs().max().item<double>()); }
 
 class GroupedVariables : public ::testing::TestWithParam<std::tuple<int64_t, bool>> {};
 

@@ -19,6 +19,13 @@
 namespace qtft::eval {
 namespace {
 
+// One window's figures, viewed in the accumulator's flat arrays.
+struct Window {
+  int64_t series, time_ns;
+  const double* forecast;  // H x Q
+  const double* realized;  // H
+};
+
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kSecondsPerYear = 365.25 * 86400.0;
 
@@ -100,23 +107,27 @@ void DeskMetricsAccumulator::add(const at::Tensor& forecast, const at::Tensor& r
   const at::Tensor r = realized.detach().to(at::kCPU, at::kDouble).contiguous();
   const double* fp = f.data_ptr<double>();
   const double* rp = r.data_ptr<double>();
-  for (int64_t i = 0; i < b; ++i) {
-    windows_.push_back({series[static_cast<size_t>(i)], first_bar_ns[static_cast<size_t>(i)],
-                        std::vector<double>(fp + i * h * q, fp + (i + 1) * h * q),
-                        std::vector<double>(rp + i * h, rp + (i + 1) * h)});
-  }
+  series_.insert(series_.end(), series.begin(), series.end());
+  time_ns_.insert(time_ns_.end(), first_bar_ns.begin(), first_bar_ns.end());
+  forecast_.insert(forecast_.end(), fp, fp + b * h * q);
+  realized_.insert(realized_.end(), rp, rp + b * h);
 }
 
 DeskMetrics DeskMetricsAccumulator::result() const {
   DeskMetrics m;
   m.quantiles = quantiles_;
   m.cost_bps = cost_bps_;
-  m.windows = static_cast<int64_t>(windows_.size());
+  m.windows = static_cast<int64_t>(series_.size());
   const auto nq = quantiles_.size();
   const int64_t h = std::max<int64_t>(horizon_, 0);
   // The windows in a fixed order (series, time), whatever order they came in.
+  std::vector<Window> windows(series_.size());
+  for (size_t k = 0; k < windows.size(); ++k) {
+    windows[k] = {series_[k], time_ns_[k], forecast_.data() + k * static_cast<size_t>(h) * nq,
+                  realized_.data() + k * static_cast<size_t>(h)};
+  }
   std::vector<const Window*> order;
-  for (const Window& w : windows_) order.push_back(&w);
+  for (const Window& w : windows) order.push_back(&w);
   std::stable_sort(order.begin(), order.end(), [](const Window* a, const Window* b) {
     return std::tie(a->series, a->time_ns) < std::tie(b->series, b->time_ns);
   });
@@ -129,7 +140,7 @@ DeskMetrics DeskMetricsAccumulator::result() const {
   for (const Window* w : order) {
     for (int64_t s = 0; s < h; ++s) {
       const double y = w->realized[static_cast<size_t>(s)];
-      const double* f = w->forecast.data() + s * static_cast<int64_t>(nq);
+      const double* f = w->forecast + s * static_cast<int64_t>(nq);
       for (size_t k = 0; k < nq; ++k) below[k] += y <= f[k] ? 1 : 0;
       inside += (y >= f[lowest] && y <= f[highest]) ? 1 : 0;
       ++values;

@@ -45,32 +45,36 @@ BarSet load_bars(const BarSource& source) {
   return bars;
 }
 
-SourceClock read_source_clock(const BarSource& source) {
+SourceClock clock_of(const BarSet& bars) {
   SourceClock clock;
-  const auto add = [&](const BarSet& part) {
-    for (const auto& s : part.series) {
-      if (s.size() == 0) continue;
-      clock.timeline.insert(clock.timeline.end(), s.timestamp_ns.begin(), s.timestamp_ns.end());
-      const auto known = std::find_if(clock.first_bar.begin(), clock.first_bar.end(),
-                                      [&](const auto& f) { return f.first == s.symbol; });
-      if (known == clock.first_bar.end()) {
-        clock.first_bar.emplace_back(s.symbol, s.timestamp_ns.front());
-      } else {
-        known->second = std::min(known->second, s.timestamp_ns.front());
-      }
+  merge_clock(clock, bars);
+  return clock;
+}
+
+void merge_clock(SourceClock& clock, const BarSet& bars) {
+  for (const auto& s : bars.series) {
+    if (s.size() == 0) continue;
+    clock.timeline.insert(clock.timeline.end(), s.timestamp_ns.begin(), s.timestamp_ns.end());
+    const auto known = std::find_if(clock.first_bar.begin(), clock.first_bar.end(),
+                                    [&](const auto& f) { return f.first == s.symbol; });
+    if (known == clock.first_bar.end()) {
+      clock.first_bar.emplace_back(s.symbol, s.timestamp_ns.front());
+    } else {
+      known->second = std::min(known->second, s.timestamp_ns.front());
     }
-    std::sort(clock.timeline.begin(), clock.timeline.end());
-    clock.timeline.erase(std::unique(clock.timeline.begin(), clock.timeline.end()), clock.timeline.end());
-  };
-  if (source.is_dataset_folder()) {
-    DatasetReader reader(source.parquet_file, source.read);
-    for (size_t k = 0; k < reader.files().size(); ++k) {
-      BarSet part = reader.read(k);
-      if (source.is_cut()) keep_bars_between(part, source.from_ns, source.through_ns);
-      add(part);
-    }
-  } else {
-    add(load_bars(source));
+  }
+  std::sort(clock.timeline.begin(), clock.timeline.end());
+  clock.timeline.erase(std::unique(clock.timeline.begin(), clock.timeline.end()), clock.timeline.end());
+}
+
+SourceClock read_source_clock(const BarSource& source) {
+  if (!source.is_dataset_folder()) return clock_of(load_bars(source));
+  SourceClock clock;
+  DatasetReader reader(source.parquet_file, source.read);
+  for (size_t k = 0; k < reader.files().size(); ++k) {
+    BarSet part = reader.read(k);
+    if (source.is_cut()) keep_bars_between(part, source.from_ns, source.through_ns);
+    merge_clock(clock, part);
   }
   return clock;
 }

@@ -7,9 +7,9 @@
 
 #include "qtft/common/format.h"
 #include "qtft/eval/evaluate.h"
+#include "qtft/eval/forecast_rows.h"
 #include "qtft/infer/detail/report_page.h"
 #include "qtft/infer/detail/svg_chart.h"
-#include "qtft/infer/forecast.h"
 
 namespace qtft::infer {
 namespace {
@@ -19,20 +19,6 @@ using detail::escape_html;
 using detail::section;
 using detail::SvgChart;
 using Json = nlohmann::json;
-
-// predict's table as the backtest's rows (fold 0): the same values in the target's units.
-data::BacktestForecasts as_backtest_rows(data::ForecastTable table) {
-  data::BacktestForecasts rows;
-  rows.quantiles = std::move(table.quantiles);
-  rows.fold.assign(table.rows(), 0);
-  rows.symbol = std::move(table.symbol);
-  rows.origin_ns = std::move(table.origin_ns);
-  rows.timestamp_ns = std::move(table.timestamp_ns);
-  rows.step = std::move(table.step);
-  rows.value = std::move(table.quantile_return);
-  rows.realized = std::move(table.actual_return);
-  return rows;
-}
 
 std::string figures_table(const ModelReport& r) {
   std::string rows;
@@ -90,7 +76,7 @@ ModelReport score_model_for_report(artifact::LoadedModel& model, const std::stri
                                    const data::Dataset& dataset, data::Split split, const std::string& data,
                                    size_t batch_size, c10::Device device, double cost_bps) {
   const auto& options = model.model->options();
-  ForecastTableBuilder rows(dataset, options.quantiles(), options.median_index());
+  eval::ForecastRows rows(dataset, 0, options.quantiles());
   eval::ExplanationAccumulator explanation(dataset.spec(), dataset.options());
   const auto evaluation = eval::evaluate_for_desk(model.model, dataset, split, batch_size, device, cost_bps,
                                                   [&](const data::Batch& batch, const model::TftOutput& out) {
@@ -105,7 +91,7 @@ ModelReport score_model_for_report(artifact::LoadedModel& model, const std::stri
   report.desk = evaluation.desk;
   report.symbols = dataset.spec().symbols;
   report.explanation = explanation.result();
-  report.forecasts = as_backtest_rows(rows.take());
+  report.forecasts = rows.take();
   if (model.file.training) report.training_curve = model.file.training->history;
   return report;
 }

@@ -21,6 +21,7 @@
 #include "qtft/data/feature_store.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/eval/explanation.h"
+#include "qtft/eval/forecast_rows.h"
 #include "qtft/eval/window_units.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/train/calibration.h"
@@ -44,18 +45,6 @@ fs::path int8_path(const fs::path& dir, int64_t fold) {
   return dir / "models" / numbered("fold", fold, ".int8.safetensors");
 }
 fs::path part_path(const fs::path& dir, int64_t fold) { return dir / "parts" / numbered("fold", fold, ".parquet"); }
-
-// The data's clock (every series' timestamps, merged, each once) and each series' first bar.
-data::SourceClock clock_of(const data::BarSet& bars) {
-  data::SourceClock clock;
-  for (const auto& s : bars.series) {
-    clock.timeline.insert(clock.timeline.end(), s.timestamp_ns.begin(), s.timestamp_ns.end());
-    clock.first_bar.emplace_back(s.symbol, s.timestamp_ns.front());
-  }
-  std::sort(clock.timeline.begin(), clock.timeline.end());
-  clock.timeline.erase(std::unique(clock.timeline.begin(), clock.timeline.end()), clock.timeline.end());
-  return clock;
-}
 
 // The clock's time `bars` bars before `t` (a clock time), or its first.
 int64_t bars_before(const std::vector<int64_t>& timeline, int64_t t, int64_t bars) {
@@ -122,48 +111,6 @@ class ScoringData {
   std::shared_ptr<const data::BarSet> bars_;  // null: bounded
   std::unique_ptr<data::Dataset> dataset_;
   std::string key_;
-};
-
-// The fold's forecasts as rows, in the target's units.
-class ForecastRows {
- public:
-  ForecastRows(const data::Dataset& dataset, int32_t fold, std::vector<double> quantiles) : dataset_(dataset) {
-    rows_.quantiles = std::move(quantiles);
-    rows_.value.resize(rows_.quantiles.size());
-    fold_ = fold;
-  }
-  void add(const data::Batch& batch, const model::TftOutput& out) {
-    const auto units = eval::target_units_of(dataset_, batch.windows);
-    const auto forecast = out.quantiles.to(at::kCPU, at::kDouble).contiguous();
-    const auto target = batch.target.to(at::kDouble).contiguous();
-    const int64_t horizon = forecast.size(1), q_count = forecast.size(2);
-    const double* f = forecast.data_ptr<double>();
-    const double* y = target.data_ptr<double>();
-    const auto encoder = static_cast<size_t>(dataset_.options().encoder_length);
-    for (size_t b = 0; b < batch.windows.size(); ++b) {
-      const auto& window = batch.windows[b];
-      const auto& series = dataset_.series()[window.series];
-      const size_t origin = window.start + encoder - 1;
-      for (int64_t h = 0; h < horizon; ++h) {
-        rows_.fold.push_back(fold_);
-        rows_.symbol.push_back(series.symbol);
-        rows_.origin_ns.push_back(series.timestamp_ns[origin]);
-        rows_.timestamp_ns.push_back(series.timestamp_ns[origin + 1 + static_cast<size_t>(h)]);
-        rows_.step.push_back(static_cast<int32_t>(h + 1));
-        const int64_t at = static_cast<int64_t>(b) * horizon + h;
-        for (int64_t q = 0; q < q_count; ++q) {
-          rows_.value[static_cast<size_t>(q)].push_back(f[at * q_count + q] * units.scale[b] + units.center[b]);
-        }
-        rows_.realized.push_back(y[at] * units.scale[b] + units.center[b]);
-      }
-    }
-  }
-  const data::BacktestForecasts& rows() const { return rows_; }
-
- private:
-  const data::Dataset& dataset_;
-  int32_t fold_ = 0;
-  data::BacktestForecasts rows_;
 };
 
 nlohmann::json utc_or_null(int64_t ns) {
@@ -286,7 +233,7 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
 
   std::shared_ptr<const data::BarSet> bars;
   if (!bounded) bars = std::make_shared<const data::BarSet>(data::load_bars(o.source));
-  const auto clock = bounded ? data::read_source_clock(o.source) : clock_of(*bars);
+  const auto clock = bounded ? data::read_source_clock(o.source) : data::clock_of(*bars);
   const auto& timeline = clock.timeline;
   const auto folds = plan_folds(timeline, o.plan);
   require_known_from_the_start(clock, folds.front(), o.plan);
@@ -399,7 +346,7 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     const auto& dataset = scoring.under(loaded.file, bars_before(timeline, fold.train_through_ns, context),
                                         timeline[static_cast<size_t>(std::min(n - 1, end - 1 + o.plan.horizon))]);
     const auto windows = fold_windows(dataset, fold.train_through_ns, fold.forecast_until_ns);
-    ForecastRows rows(dataset, static_cast<int32_t>(k), loaded.model->options().quantiles());
+    eval::ForecastRows rows(dataset, static_cast<int32_t>(k), loaded.model->options().quantiles());
     eval::ExplanationAccumulator explanation(dataset.spec(), dataset.options());
     const auto evaluation = eval::evaluate_windows_for_desk(loaded.model, dataset, data::Split::All, windows,
                                                             o.forecast_batch_size, o.setup.device, o.cost_bps,

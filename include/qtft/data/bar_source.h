@@ -53,6 +53,9 @@ struct SourceClock {
   std::vector<std::pair<std::string, int64_t>> first_bar;  // symbol, its first bar's time
 };
 SourceClock read_source_clock(const BarSource& source);
+// The same of bars in memory; merge_clock adds another part's (a folder's next file).
+SourceClock clock_of(const BarSet& bars);
+void merge_clock(SourceClock& clock, const BarSet& bars);
 // The last `keep` bars of each series (what a forecast reads). A folder is read file by
 // file, keeping only those, so memory follows the largest file, not the history.
 BarSet load_latest_bars(const BarSource& source, size_t keep);

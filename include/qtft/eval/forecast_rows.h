@@ -1,0 +1,31 @@
+#pragma once
+
+// Forecasts as the rows of data::BacktestForecasts (a backtest fold's, a model report's):
+// per window and horizon step its series, origin, forecast bar, quantiles and realized value,
+// in the target's units. Collected batch by batch from a walk that does more with them.
+
+#include <cstdint>
+#include <vector>
+
+#include "qtft/data/backtest_forecasts.h"
+#include "qtft/data/batch.h"
+#include "qtft/data/dataset.h"
+#include "qtft/model/tft.h"
+
+namespace qtft::eval {
+
+class ForecastRows {
+ public:
+  // Every row is numbered `fold`.
+  ForecastRows(const data::Dataset& dataset, int32_t fold, std::vector<double> quantiles);
+  void add(const data::Batch& batch, const model::TftOutput& out);
+  const data::BacktestForecasts& rows() const { return rows_; }
+  data::BacktestForecasts take() { return std::move(rows_); }
+
+ private:
+  const data::Dataset& dataset_;
+  int32_t fold_ = 0;
+  data::BacktestForecasts rows_;
+};
+
+}  // namespace qtft::eval

@@ -127,18 +127,63 @@ std::shared_ptr<arrow::Table> read_csv_table(const std::string& path) {
   return unwrap(reader->Read(), path, "cannot read CSV");
 }
 
-void write_parquet_table(const arrow::Table& table, const std::string& path) {
-  io::AtomicFile file(path);
-  auto sink = unwrap(arrow::io::FileOutputStream::Open(file.temp_path().string()), path, "cannot create");
+struct ParquetTableWriter::State {
+  State(const std::string& final_path) : path(final_path), file(final_path) {}
+  std::string path;
+  io::AtomicFile file;
+  std::shared_ptr<arrow::io::FileOutputStream> sink;
+  std::unique_ptr<parquet::arrow::FileWriter> writer;
+};
+
+ParquetTableWriter::ParquetTableWriter(const std::string& path, std::shared_ptr<arrow::Schema> schema)
+    : state_(std::make_unique<State>(path)) {
+  state_->sink = unwrap(arrow::io::FileOutputStream::Open(state_->file.temp_path().string()), path, "cannot create");
   auto props = parquet::WriterProperties::Builder().compression(parquet::Compression::SNAPPY)->build();
   try {
-    check(parquet::arrow::WriteTable(table, arrow::default_memory_pool(), sink, 64 * 1024, props), path,
-          "cannot write Parquet");
+    state_->writer = unwrap(parquet::arrow::FileWriter::Open(*schema, arrow::default_memory_pool(), state_->sink,
+                                                             props),
+                            path, "cannot write Parquet");
   } catch (const parquet::ParquetException& e) {
     throw Error(path + ": cannot write Parquet: " + e.what());
   }
-  check(sink->Close(), path, "cannot close");
-  file.commit();
+}
+
+ParquetTableWriter::~ParquetTableWriter() {
+  if (!state_->writer) return;
+  // Abandoned: close the streams so that the temporary can go (AtomicFile removes it).
+  (void)state_->writer->Close();
+  (void)state_->sink->Close();
+}
+
+void ParquetTableWriter::write(const arrow::Table& table) {
+  if (!state_->writer) throw Error(state_->path + ": written after it was committed");
+  if (!table.schema()->Equals(*state_->writer->schema(), false)) {
+    throw Error(state_->path + ": cannot append columns " + table.schema()->ToString() + " to a file of " +
+                state_->writer->schema()->ToString());
+  }
+  try {
+    check(state_->writer->WriteTable(table, 64 * 1024), state_->path, "cannot write Parquet");
+  } catch (const parquet::ParquetException& e) {
+    throw Error(state_->path + ": cannot write Parquet: " + e.what());
+  }
+}
+
+void ParquetTableWriter::commit() {
+  if (!state_->writer) throw Error(state_->path + ": committed twice");
+  try {
+    check(state_->writer->Close(), state_->path, "cannot write Parquet");
+  } catch (const parquet::ParquetException& e) {
+    throw Error(state_->path + ": cannot write Parquet: " + e.what());
+  }
+  state_->writer.reset();
+  check(state_->sink->Close(), state_->path, "cannot close");
+  state_->file.commit();
+}
+
+void write_parquet_table(const arrow::Table& table, const std::string& path) {
+  ParquetTableWriter writer(path, table.schema());
+  writer.write(table);
+  writer.commit();
 }
 
 std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {

@@ -39,31 +39,78 @@ std::vector<T> values_of(const Array& array) {
 
 }  // namespace
 
-std::string quantile_column(double level) { return "q" + format_number(level); }
+std::string quantile_column(double level) {
+  std::string name = "q";  // appended, not "q" + ...: GCC 12 warns falsely (-Wrestrict) on that inlined
+  name += format_number(level);
+  return name;
+}
 
-void write_backtest_forecasts(const BacktestForecasts& f, const std::string& path) {
-  std::vector<std::shared_ptr<arrow::Field>> fields;
-  std::vector<std::shared_ptr<arrow::Array>> arrays;
-  auto add = [&](const std::string& name, std::shared_ptr<arrow::Array> array) {
-    fields.push_back(arrow::field(name, array->type(), false));
-    arrays.push_back(std::move(array));
-  };
+namespace {
+
+// The table's columns: fold, symbol, origin, timestamp, step, q<level> per quantile, realized.
+std::shared_ptr<arrow::Schema> schema_of(const std::vector<double>& quantiles) {
+  std::vector<std::shared_ptr<arrow::Field>> fields{
+      arrow::field("fold", arrow::int32(), false), arrow::field("symbol", arrow::utf8(), false),
+      arrow::field("origin", utc_nanoseconds(), false), arrow::field("timestamp", utc_nanoseconds(), false),
+      arrow::field("step", arrow::int32(), false)};
+  for (const double level : quantiles) fields.push_back(arrow::field(quantile_column(level), arrow::float64(), false));
+  fields.push_back(arrow::field("realized", arrow::float64(), false));
+  return arrow::schema(fields);
+}
+
+std::shared_ptr<arrow::Table> table_of(const BacktestForecasts& f, const std::shared_ptr<arrow::Schema>& schema) {
   arrow::Int32Builder folds, steps;
   arrow::StringBuilder symbols;
   arrow::TimestampBuilder origins(utc_nanoseconds(), arrow::default_memory_pool());
   arrow::TimestampBuilder times(utc_nanoseconds(), arrow::default_memory_pool());
-  add("fold", build(folds, f.fold));
-  add("symbol", build(symbols, f.symbol));
-  add("origin", build(origins, f.origin_ns));
-  add("timestamp", build(times, f.timestamp_ns));
-  add("step", build(steps, f.step));
-  for (size_t q = 0; q < f.quantiles.size(); ++q) {
-    arrow::DoubleBuilder values;
-    add(quantile_column(f.quantiles[q]), build(values, f.value[q]));
+  std::vector<std::shared_ptr<arrow::Array>> arrays{build(folds, f.fold), build(symbols, f.symbol),
+                                                    build(origins, f.origin_ns), build(times, f.timestamp_ns),
+                                                    build(steps, f.step)};
+  for (const auto& values : f.value) {
+    arrow::DoubleBuilder builder;
+    arrays.push_back(build(builder, values));
   }
   arrow::DoubleBuilder realized;
-  add("realized", build(realized, f.realized));
-  write_parquet_table(*arrow::Table::Make(arrow::schema(fields), arrays), path);
+  arrays.push_back(build(realized, f.realized));
+  return arrow::Table::Make(schema, arrays);
+}
+
+}  // namespace
+
+struct BacktestForecastWriter::State {
+  State(const std::string& path, const std::vector<double>& quantiles)
+      : schema(schema_of(quantiles)), file(path, schema) {}
+  std::shared_ptr<arrow::Schema> schema;
+  ParquetTableWriter file;
+};
+
+BacktestForecastWriter::BacktestForecastWriter(const std::string& path, const std::vector<double>& quantiles)
+    : state_(std::make_unique<State>(path, quantiles)), path_(path), quantiles_(quantiles) {}
+
+BacktestForecastWriter::~BacktestForecastWriter() = default;
+
+void BacktestForecastWriter::write(const BacktestForecasts& rows) {
+  if (rows.quantiles != quantiles_) {
+    const auto listed = [](const std::vector<double>& levels) {
+      std::string names;
+      for (const double level : levels) {
+        if (!names.empty()) names += ", ";
+        names += quantile_column(level);
+      }
+      return names;
+    };
+    throw Error(path_ + ": forecast rows of quantiles " + listed(rows.quantiles) + " for a file of " +
+                listed(quantiles_));
+  }
+  if (rows.rows() > 0) state_->file.write(*table_of(rows, state_->schema));
+}
+
+void BacktestForecastWriter::commit() { state_->file.commit(); }
+
+void write_backtest_forecasts(const BacktestForecasts& forecasts, const std::string& path) {
+  BacktestForecastWriter writer(path, forecasts.quantiles);
+  writer.write(forecasts);
+  writer.commit();
 }
 
 BacktestForecasts read_backtest_forecasts(const std::string& path) {
@@ -97,12 +144,11 @@ BacktestForecasts read_backtest_forecasts(const std::string& path) {
 
 void concatenate_backtest_forecasts(const std::vector<std::string>& parts, const std::string& path) {
   if (parts.empty()) throw Error(path + ": no forecasts to write");
-  std::vector<std::shared_ptr<arrow::Table>> tables;
-  tables.reserve(parts.size());
-  for (const auto& part : parts) tables.push_back(read_parquet_table(part));
-  auto whole = arrow::ConcatenateTables(tables);
-  if (!whole.ok()) throw Error(path + ": the folds' forecasts differ in columns: " + whole.status().ToString());
-  write_parquet_table(**whole, path);
+  ParquetTableWriter whole(path, read_parquet_schema(parts.front()));
+  for (const auto& part : parts) {
+    read_parquet_batches(part, [&](std::shared_ptr<arrow::Table> batch, int64_t) { whole.write(*batch); });
+  }
+  whole.commit();
 }
 
 }  // namespace qtft::data

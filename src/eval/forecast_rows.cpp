@@ -10,6 +10,14 @@ ForecastRows::ForecastRows(const data::Dataset& dataset, int32_t fold, std::vect
   rows_.value.resize(rows_.quantiles.size());
 }
 
+data::BacktestForecasts ForecastRows::take() {
+  data::BacktestForecasts taken = std::move(rows_);
+  rows_ = data::BacktestForecasts{};
+  rows_.quantiles = taken.quantiles;
+  rows_.value.resize(rows_.quantiles.size());
+  return taken;
+}
+
 void ForecastRows::add(const data::Batch& batch, const model::TftOutput& out) {
   const auto units = target_units_of(dataset_, batch.windows);
   const auto forecast = out.quantiles.to(at::kCPU, at::kDouble).contiguous();

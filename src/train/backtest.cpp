@@ -46,6 +46,9 @@ fs::path int8_path(const fs::path& dir, int64_t fold) {
 }
 fs::path part_path(const fs::path& dir, int64_t fold) { return dir / "parts" / numbered("fold", fold, ".parquet"); }
 
+// A fold's forecast rows held before they are written to its part: one Parquet row group.
+constexpr size_t kRowsPerPartWrite = 64 * 1024;
+
 // The clock's time `bars` bars before `t` (a clock time), or its first.
 int64_t bars_before(const std::vector<int64_t>& timeline, int64_t t, int64_t bars) {
   const auto at = std::lower_bound(timeline.begin(), timeline.end(), t) - timeline.begin();
@@ -346,15 +349,22 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     const auto& dataset = scoring.under(loaded.file, bars_before(timeline, fold.train_through_ns, context),
                                         timeline[static_cast<size_t>(std::min(n - 1, end - 1 + o.plan.horizon))]);
     const auto windows = fold_windows(dataset, fold.train_through_ns, fold.forecast_until_ns);
+    // The fold's rows go to its part as they come, a row group at a time: over a hundred
+    // series a fold forecasts millions of rows.
     eval::ForecastRows rows(dataset, static_cast<int32_t>(k), loaded.model->options().quantiles());
+    data::BacktestForecastWriter part(part_path(o.output, k).string(), rows.rows().quantiles);
     eval::ExplanationAccumulator explanation(dataset.spec(), dataset.options());
     const auto evaluation = eval::evaluate_windows_for_desk(loaded.model, dataset, data::Split::All, windows,
                                                             o.forecast_batch_size, o.setup.device, o.cost_bps,
                                                             [&](const data::Batch& batch, const model::TftOutput& out) {
                                                               rows.add(batch, out);
                                                               explanation.add(out);
+                                                              if (rows.rows().rows() >= kRowsPerPartWrite) {
+                                                                part.write(rows.take());
+                                                              }
                                                             });
-    data::write_backtest_forecasts(rows.rows(), part_path(o.output, k).string());
+    part.write(rows.take());
+    part.commit();
     const auto now = std::chrono::steady_clock::now();
     result.forecast_seconds = std::chrono::duration<double>(now - forecast_start).count();
     result.metrics = evaluation.metrics;

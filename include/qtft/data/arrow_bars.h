@@ -47,6 +47,23 @@ std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path);
 std::shared_ptr<arrow::Schema> read_parquet_schema(const std::string& path);
 std::shared_ptr<arrow::Table> read_csv_table(const std::string& path);
 void write_parquet_table(const arrow::Table& table, const std::string& path);
+// A Parquet file written a table at a time, so that memory follows the table written and not
+// the file: each write() adds row groups of at most 64Ki rows. The file appears at `path`
+// complete on commit(), or not at all (destroyed before, it removes its temporary).
+class ParquetTableWriter {
+ public:
+  ParquetTableWriter(const std::string& path, std::shared_ptr<arrow::Schema> schema);
+  ~ParquetTableWriter();
+  ParquetTableWriter(const ParquetTableWriter&) = delete;
+  ParquetTableWriter& operator=(const ParquetTableWriter&) = delete;
+  // Throws qtft::Error naming the file when `table`'s columns differ from the schema's.
+  void write(const arrow::Table& table);
+  void commit();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 void write_csv_table(const arrow::Table& table, const std::string& path);
 std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars);
 

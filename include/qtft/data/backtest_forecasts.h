@@ -4,6 +4,7 @@
 // a backtest keeps until it ends (so that a resumed one keeps the folds it had finished).
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,30 @@ std::string quantile_column(double level);
 
 // Writes the table as Parquet, atomically.
 void write_backtest_forecasts(const BacktestForecasts& forecasts, const std::string& path);
+// The same a part of the rows at a time, so that memory follows a part and not the table
+// (a fold's forecasts over a hundred series are millions of rows). The file appears at
+// `path` on commit(), or not at all.
+class BacktestForecastWriter {
+ public:
+  BacktestForecastWriter(const std::string& path, const std::vector<double>& quantiles);
+  ~BacktestForecastWriter();
+  BacktestForecastWriter(const BacktestForecastWriter&) = delete;
+  BacktestForecastWriter& operator=(const BacktestForecastWriter&) = delete;
+  // Appends `rows` (of the writer's quantiles).
+  void write(const BacktestForecasts& rows);
+  void commit();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  std::string path_;
+  std::vector<double> quantiles_;
+};
 // Reads a table write_backtest_forecasts wrote; throws qtft::Error naming the file and the
 // column when it lacks one or holds another type.
 BacktestForecasts read_backtest_forecasts(const std::string& path);
-// The rows of `parts` in order, as one Parquet file at `path`, atomically; each part is read
-// in turn, so memory follows the whole table once (Arrow's), not twice.
+// The rows of `parts` in order, as one Parquet file at `path`, atomically; read and written a
+// batch of rows at a time, so memory does not follow the parts' size.
 void concatenate_backtest_forecasts(const std::vector<std::string>& parts, const std::string& path);
 
 }  // namespace qtft::data

@@ -20,7 +20,8 @@ class ForecastRows {
   ForecastRows(const data::Dataset& dataset, int32_t fold, std::vector<double> quantiles);
   void add(const data::Batch& batch, const model::TftOutput& out);
   const data::BacktestForecasts& rows() const { return rows_; }
-  data::BacktestForecasts take() { return std::move(rows_); }
+  // The rows collected since the last take(); collecting goes on from none.
+  data::BacktestForecasts take();
 
  private:
   const data::Dataset& dataset_;

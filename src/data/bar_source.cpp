@@ -8,6 +8,7 @@
 
 #include "qtft/common/detail/fingerprint.h"
 #include "qtft/common/error.h"
+#include "qtft/data/arrow_bars.h"
 #include "qtft/data/parquet_dataset.h"
 
 namespace qtft::data {
@@ -41,8 +42,49 @@ BarSet load_bars(const BarSource& source) {
     throw UsageError("give --parquet-file or --csv-file, not both");
   }
   BarSet bars = read_whole_source(source);
-  if (source.is_cut()) keep_bars_between(bars, source.from_ns, source.through_ns);
+  cut_bars(bars, source);
   return bars;
+}
+
+void cut_bars(BarSet& bars, const BarSource& source) {
+  if (!source.is_cut()) return;
+  keep_bars_between(bars, source.from_ns, source.through_ns);
+  if (source.series_from_ns.empty()) return;
+  for (auto& s : bars.series) {
+    const auto listed = std::find_if(source.series_from_ns.begin(), source.series_from_ns.end(),
+                                     [&](const auto& from) { return from.first == s.symbol; });
+    if (listed == source.series_from_ns.end()) {
+      s = slice_bars(s, 0, 0);
+      continue;
+    }
+    const auto& ts = s.timestamp_ns;
+    const auto begin = static_cast<size_t>(std::lower_bound(ts.begin(), ts.end(), listed->second) - ts.begin());
+    if (begin > 0) s = slice_bars(s, begin, s.size());
+  }
+  std::erase_if(bars.series, [](const BarSeries& s) { return s.size() == 0; });
+}
+
+void for_each_bar_part(const BarSource& source, const std::function<void(const BarSet& part)>& use) {
+  bool any = false;
+  const auto take = [&](BarSet part) {
+    cut_bars(part, source);
+    use(part);
+    any = true;
+  };
+  if (source.is_dataset_folder()) {
+    DatasetReader reader(source.parquet_file, source.read);
+    for (size_t k = 0; k < reader.files().size(); ++k) reader.read_batches(k, take);
+    if (!any) throw Error(source.parquet_file + ": the dataset's files hold no rows");
+  } else if (!source.parquet_file.empty()) {
+    // Each batch a part, as a folder's file is; the declared inputs carry across them.
+    DeclaredCarry carry;
+    read_parquet_batches(source.parquet_file, [&](std::shared_ptr<arrow::Table> batch, int64_t first_row) {
+      take(bars_from_table(*batch, source.parquet_file, source.read, &carry, first_row));
+    });
+    if (!any) throw Error(source.parquet_file + ": the file holds no rows");
+  } else {
+    take(read_whole_source(source));
+  }
 }
 
 SourceClock clock_of(const BarSet& bars) {
@@ -73,7 +115,7 @@ SourceClock read_source_clock(const BarSource& source) {
   DatasetReader reader(source.parquet_file, source.read);
   for (size_t k = 0; k < reader.files().size(); ++k) {
     BarSet part = reader.read(k);
-    if (source.is_cut()) keep_bars_between(part, source.from_ns, source.through_ns);
+    cut_bars(part, source);
     merge_clock(clock, part);
   }
   return clock;

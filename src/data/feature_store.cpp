@@ -207,6 +207,7 @@ json fingerprint(const BarSource& source, const json& files, const DeclaredColum
           {"saved_spec", saved ? to_json(*saved) : json(nullptr)}};
   // Only when cut: the stores of whole sources keep the fingerprints they had.
   if (source.is_cut()) fp["bars_between"] = {source.from_ns, source.through_ns};
+  if (!source.series_from_ns.empty()) fp["series_from"] = source.series_from_ns;
   return fp;
 }
 
@@ -368,11 +369,9 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
   Spill spill;
   spill.source = source.parquet_file.empty() ? source.csv_file : source.parquet_file;
   SeriesAssembly assembly;
-  auto take = [&](const BarSet& given, bool first) {
-    // A cut source's store holds its bars only (BarSource::from_ns, through_ns).
-    std::optional<BarSet> cut;
-    if (source.is_cut()) keep_bars_between(cut.emplace(given), source.from_ns, source.through_ns);
-    const BarSet& part = cut ? *cut : given;
+  // A cut source's store holds its bars only (for_each_bar_part cuts each part).
+  bool first = true;
+  for_each_bar_part(source, [&](const BarSet& part) {
     if (first) {
       spill.has_range = part.has_range;
       spill.has_volume = part.has_volume;
@@ -401,30 +400,8 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
       }
       spill.chunks.push_back(std::move(c));
     }
-  };
-  if (source.is_dataset_folder()) {
-    // Batch by batch, as a single file: a folder of large files costs a batch too.
-    DatasetReader reader(source.parquet_file, source.read);
-    bool first = true;
-    for (size_t k = 0; k < reader.files().size(); ++k) {
-      reader.read_batches(k, [&](const BarSet& part) {
-        take(part, first);
-        first = false;
-      });
-    }
-    if (first) throw Error(source.parquet_file + ": the dataset's files hold no rows");
-  } else if (!source.parquet_file.empty()) {
-    // Batch by batch, each a part as a folder's file is: one large file costs a batch.
-    DeclaredCarry carry;
-    bool first = true;
-    read_parquet_batches(source.parquet_file, [&](std::shared_ptr<arrow::Table> batch, int64_t first_row) {
-      take(bars_from_table(*batch, source.parquet_file, source.read, &carry, first_row), first);
-      first = false;
-    });
-    if (first) throw Error(source.parquet_file + ": the file holds no rows");
-  } else {
-    take(load_bars(source), true);
-  }
+    first = false;
+  });
   spill.symbols = assembly.symbols();
   return spill;
 }

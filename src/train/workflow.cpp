@@ -2,6 +2,7 @@
 #include "qtft/model/model_building.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "qtft/artifact/model_loading.h"
@@ -102,33 +103,19 @@ UpdateOrigin update_origin_from_json(const nlohmann::json& json) {
   }
 }
 
-namespace {
-
-// An update's data: the bars after the model's, windowed with its spec; the newest
-// validate and none test.
-data::Dataset open_update_data(const data::BarSource& source, UpdateOrigin& origin, const data::FeatureSpec& spec) {
-  auto selected = bars_after(data::load_bars(data::with_model_inputs(source, spec)), origin.after,
-                             origin.model_windows.encoder_length + 1);
-  origin.added = selected.added;
-  auto options = origin.model_windows;
-  options.test_fraction = 0;
-  try {
-    return data::Dataset::build(selected.bars, options, spec);
-  } catch (const Error& e) {
-    std::string counts;
-    for (size_t i = 0; i < selected.bars.series.size(); ++i) {
-      const auto& ts = selected.bars.series[i].timestamp_ns;
-      const auto new_bars = ts.end() - std::lower_bound(ts.begin(), ts.end(), selected.added[i].first_bar_ns);
-      counts += (counts.empty() ? "" : ", ") + selected.added[i].symbol + " " + std::to_string(new_bars);
-    }
-    throw Error("--update: too few new bars (" + counts + ") to train and validate on: " + e.what());
-  }
+RemovedWhenDone::~RemovedWhenDone() {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
 }
 
-data::Dataset open_training_data(const data::BarSource& source, const TrainingSetup& setup,
-                                 const std::optional<artifact::LoadedModel>& loaded, TrainingEvents& events) {
-  const auto& options = loaded ? loaded->file.dataset : setup.dataset;
-  const data::FeatureSpec* saved = loaded ? &loaded->file.features : nullptr;
+namespace {
+
+// Windows `source` with `options` (and a loaded model's `saved` spec): from its feature store
+// when it has one (under data parallelism rank 0 builds it while the others wait, then every
+// rank maps the same file: one copy of the data per machine), else in memory.
+data::Dataset open_source_data(const data::BarSource& source, const data::DatasetOptions& options,
+                               const data::FeatureSpec* saved, const TrainingSetup& setup, TrainingEvents& events,
+                               std::string* store_path = nullptr) {
   if (source.feature_store_folder().empty()) return data::open_dataset(source, options, saved);
   const bool builder = !setup.group || setup.group->rank() == 0;
   std::optional<data::StorePreparation> store;
@@ -140,8 +127,7 @@ data::Dataset open_training_data(const data::BarSource& source, const TrainingSe
       failed = std::current_exception();
     }
   }
-  // The other ranks wait for the store, then map the same file: one copy of the data per
-  // machine. A builder that failed still meets them, and they fail with it.
+  // A builder that failed still meets the other ranks, and they fail with it.
   if (setup.group) {
     const auto ok = dist::all_ranks_agree(*setup.group, !failed);
     if (!ok && !failed) throw Error("the feature store was not built: rank 0 failed (see its error)");
@@ -149,7 +135,54 @@ data::Dataset open_training_data(const data::BarSource& source, const TrainingSe
   if (failed) std::rethrow_exception(failed);
   if (!builder) store = data::prepare_feature_store(source, options, saved, data::StoreAccess::MustExist);
   events.feature_store_ready(*store);
+  if (store_path && builder) *store_path = store->path;
   return data::map_feature_store(store->path);
+}
+
+std::string too_few_new_bars(const std::vector<artifact::BarsAdded>& added, const std::vector<int64_t>& new_bars,
+                             const Error& e) {
+  std::string counts;
+  for (size_t i = 0; i < added.size(); ++i) {
+    counts += (counts.empty() ? "" : ", ") + added[i].symbol + " " + std::to_string(new_bars[i]);
+  }
+  return "--update: too few new bars (" + counts + ") to train and validate on: " + e.what();
+}
+
+// An update's data: the bars after the model's, windowed with its spec; the newest
+// validate and none test. A source with a feature store is read a part at a time to find
+// them, and they alone go to a store of their own: an update after a model that validated
+// on millions of bars (a backtest's first) needs no memory for them. `store_path`: that
+// store, which serves no other run.
+data::Dataset open_update_data(const data::BarSource& given, UpdateOrigin& origin, const data::FeatureSpec& spec,
+                               const TrainingSetup& setup, TrainingEvents& events, std::string& store_path) {
+  const auto source = data::with_model_inputs(given, spec);
+  const int64_t context = origin.model_windows.encoder_length + 1;
+  auto options = origin.model_windows;
+  options.test_fraction = 0;
+  if (!source.feature_store_folder().empty()) {
+    if (auto starts = find_bars_after(source, origin.after, context)) {
+      origin.added = starts->added;
+      auto selected = source;
+      selected.series_from_ns = starts->from_ns;
+      try {
+        return open_source_data(selected, options, &spec, setup, events, &store_path);
+      } catch (const Error& e) {
+        throw Error(too_few_new_bars(starts->added, starts->new_bars, e));
+      }
+    }
+  }
+  auto selected = bars_after(data::load_bars(source), origin.after, context);
+  origin.added = selected.added;
+  try {
+    return data::Dataset::build(selected.bars, options, spec);
+  } catch (const Error& e) {
+    std::vector<int64_t> new_bars;
+    for (size_t i = 0; i < selected.bars.series.size(); ++i) {
+      const auto& ts = selected.bars.series[i].timestamp_ns;
+      new_bars.push_back(ts.end() - std::lower_bound(ts.begin(), ts.end(), selected.added[i].first_bar_ns));
+    }
+    throw Error(too_few_new_bars(selected.added, new_bars, e));
+  }
 }
 
 }  // namespace
@@ -213,11 +246,16 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
   run.device = setup.device;
   run.group = setup.group;
   if (update) {
-    run.dataset = std::make_shared<const data::Dataset>(open_update_data(source, *update, loaded->file.features));
+    std::string store;
+    run.dataset = std::make_shared<const data::Dataset>(
+        open_update_data(source, *update, loaded->file.features, setup, events, store));
+    if (!store.empty()) run.update_store = std::make_shared<const RemovedWhenDone>(store);
     events.update_planned(*update);
     run.update = update;
   } else {
-    run.dataset = std::make_shared<const data::Dataset>(open_training_data(source, setup, loaded, events));
+    const auto& options = loaded ? loaded->file.dataset : setup.dataset;
+    run.dataset = std::make_shared<const data::Dataset>(
+        open_source_data(source, options, loaded ? &loaded->file.features : nullptr, setup, events));
   }
   events.data_ready(*run.dataset);
 

@@ -9,6 +9,8 @@
 #include "qtft/artifact/model_loading.h"
 #include "qtft/common/detail/fingerprint.h"
 #include "qtft/common/error.h"
+#include "qtft/data/arrow_bars.h"
+#include "qtft/data/parquet_dataset.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/detail/update.h"
 #include "qtft/train/workflow.h"
@@ -76,6 +78,85 @@ TEST(BarsAfter, RefusesBarsThatDoNotContinueTheModelsNamingSymbolAndBar) {
   EXPECT_EQ(update.bars.series[0].symbol, "S0");
 }
 
+// A folder of two files, both symbols in each, split at bar 55: an update's history may
+// straddle them.
+data::BarSource folder_of(const data::BarSet& bars, const test::TempDir& dir) {
+  const auto half = [&](size_t begin, size_t end) {
+    data::BarSet part = bars;
+    for (auto& s : part.series) s = data::slice_bars(s, begin, end);
+    return part;
+  };
+  std::filesystem::create_directories(dir.path() / "bars");
+  data::write_bars_parquet(half(0, 55), dir.file("bars/a-0.parquet"));
+  data::write_bars_parquet(half(55, 100), dir.file("bars/a-1.parquet"));
+  data::BarSource source;
+  source.parquet_file = dir.file("bars");
+  return source;
+}
+
+TEST(BarsAfter, FoundAPartAtATimeAsInMemory) {
+  test::TempDir dir;
+  const auto bars = test::regular_bar_set(100, 2);
+  const auto source = folder_of(bars, dir);
+  const auto& s0 = bars.series[0];
+  const auto& s1 = bars.series[1];
+  for (const auto& [mark0, mark1] : {std::pair{59, 99}, std::pair{3, 50}, std::pair{54, 55}}) {
+    const std::vector<artifact::SeriesMark> seen{{"S0", s0.timestamp_ns[mark0], s0.close[mark0]},
+                                                 {"S1", s1.timestamp_ns[mark1], s1.close[mark1]}};
+    const auto in_memory = bars_after(data::load_bars(source), seen, 11);
+    const auto found = find_bars_after(source, seen, 11);
+    ASSERT_TRUE(found);
+    ASSERT_EQ(found->from_ns.size(), in_memory.bars.series.size());
+    for (size_t i = 0; i < found->from_ns.size(); ++i) {
+      const auto& kept = in_memory.bars.series[i];
+      EXPECT_EQ(found->from_ns[i], std::pair(kept.symbol, kept.timestamp_ns.front())) << mark0 << " " << mark1;
+      EXPECT_EQ(found->added[i].symbol, in_memory.added[i].symbol);
+      EXPECT_EQ(found->added[i].first_bar_ns, in_memory.added[i].first_bar_ns);
+      EXPECT_EQ(found->added[i].last_bar_ns, in_memory.added[i].last_bar_ns);
+      const auto& ts = kept.timestamp_ns;
+      EXPECT_EQ(found->new_bars[i], ts.end() - std::upper_bound(ts.begin(), ts.end(), seen[i].bar_ns));
+    }
+    // The source cut as found holds the bars bars_after selects, and no other.
+    auto cut = source;
+    cut.series_from_ns = found->from_ns;
+    const auto selected = data::load_bars(cut);
+    ASSERT_EQ(selected.series.size(), in_memory.bars.series.size());
+    for (size_t i = 0; i < selected.series.size(); ++i) {
+      EXPECT_EQ(selected.series[i].timestamp_ns, in_memory.bars.series[i].timestamp_ns);
+      EXPECT_EQ(selected.series[i].close, in_memory.bars.series[i].close);
+    }
+  }
+}
+
+TEST(BarsAfter, FoundAPartAtATimeRefusesAsInMemoryWordForWord) {
+  test::TempDir dir;
+  const auto bars = test::regular_bar_set(100, 2);
+  const auto source = folder_of(bars, dir);
+  const auto& s0 = bars.series[0];
+  const auto& s1 = bars.series[1];
+  const std::vector<artifact::SeriesMark> seen{{"S0", s0.timestamp_ns[50], s0.close[50]},
+                                               {"S1", s1.timestamp_ns[50], s1.close[50]}};
+  auto unknown = seen, missing = seen, other_close = seen, all_seen = seen;
+  unknown[1].symbol = "ES";
+  missing[0].bar_ns += 1;
+  other_close[1].close += 0.5;
+  all_seen[0] = {"S0", s0.timestamp_ns[99], s0.close[99]};
+  all_seen[1] = {"S1", s1.timestamp_ns[99], s1.close[99]};
+  for (const auto& marks : {unknown, missing, other_close, all_seen}) {
+    const auto expected = test::message_thrown([&] { bars_after(data::load_bars(source), marks, 5); });
+    EXPECT_FALSE(expected.empty());
+    EXPECT_EQ(test::message_thrown([&] { find_bars_after(source, marks, 5); }), expected);
+  }
+  // A sole series under another name: bars_after renames it, so the caller reads in memory.
+  data::BarSet one = bars;
+  one.series.resize(1);
+  one.series[0].symbol = "recent";
+  data::write_bars_parquet(one, dir.file("one.parquet"));
+  data::BarSource file;
+  file.parquet_file = dir.file("one.parquet");
+  EXPECT_FALSE(find_bars_after(file, {seen[0]}, 5));
+}
+
 // A QAT model trained on the first 500 bars of a CSV, updated on a file of 800 that
 // continues them.
 class Update : public ::testing::Test {
@@ -121,6 +202,9 @@ class Update : public ::testing::Test {
   Outcome run(TrainingSetup setup, const std::function<bool()>& stop = {}) {
     data::BarSource source;
     source.csv_file = all_;
+    return run_on(source, std::move(setup), stop);
+  }
+  Outcome run_on(const data::BarSource& source, TrainingSetup setup, const std::function<bool()>& stop = {}) {
     TrainingEvents events;
     auto prepared = prepare_training(source, std::move(setup), events);
     ProgressReporter quiet;
@@ -185,6 +269,43 @@ TEST_F(Update, StoppedAndResumedEndsAsTheUpdateNeverStopped) {
   }
   EXPECT_EQ(resumed.lineage->trained_through.at(0).bar_ns, whole.lineage->trained_through.at(0).bar_ns);
   EXPECT_EQ(resumed.lineage->parent, whole.lineage->parent);
+}
+
+// Over a folder with a feature store, the update reads the folder a part at a time and
+// trains from a store of its own bars (removed when it is done): bit for bit the update in
+// memory.
+TEST_F(Update, OverAFolderTrainsFromAStoreOfItsOwnBarsAsInMemory) {
+  data::BarSource csv;
+  csv.csv_file = all_;
+  const std::string folder = dir_.file("all");
+  ASSERT_GT(data::write_parquet_partitions(data::load_bars(csv), folder), 0u);
+  data::BarSource stored;
+  stored.parquet_file = folder;
+  auto in_memory = stored;
+  in_memory.in_memory = true;
+
+  TrainingEvents events;
+  auto prepared = prepare_training(stored, update_setup(), events);
+  ASSERT_TRUE(prepared.update_store);
+  const std::string store = prepared.update_store->path;
+  EXPECT_TRUE(std::filesystem::exists(store));
+  EXPECT_EQ(std::filesystem::path(store).parent_path(), std::filesystem::path(folder) / "_qtft_store");
+  // The update's bars alone: 13 of history and 450 new give 462 rows.
+  EXPECT_EQ(prepared.dataset->series()[0].timestamp_ns.size(), 462u);
+  ProgressReporter quiet;
+  fit_training(prepared, quiet, events);
+  const auto from_store = training_model_file(prepared);
+  prepared = PreparedTraining{};
+  EXPECT_FALSE(std::filesystem::exists(store));
+
+  const auto from_memory = run_on(in_memory, update_setup()).file;
+  ASSERT_EQ(from_store.weights.size(), from_memory.weights.size());
+  for (size_t i = 0; i < from_memory.weights.size(); ++i) {
+    EXPECT_TRUE(test::bitwise_equal(from_store.weights[i].second, from_memory.weights[i].second))
+        << from_memory.weights[i].first;
+  }
+  EXPECT_EQ(from_store.lineage->trained_through.at(0).bar_ns, from_memory.lineage->trained_through.at(0).bar_ns);
+  EXPECT_EQ(from_store.lineage->added.at(0).first_bar_ns, from_memory.lineage->added.at(0).first_bar_ns);
 }
 
 TEST_F(Update, RefusesTooFewNewBarsAModelWithoutLineageAndConflictingFlags) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -31,8 +32,13 @@ struct BarSource {
   // for a cut source holds only its bars (the cut is in its fingerprint).
   int64_t from_ns = std::numeric_limits<int64_t>::min();
   int64_t through_ns = std::numeric_limits<int64_t>::max();
+  // When not empty, only the symbols listed, each from its own first bar (UTC ns), within the
+  // cut above: an update reads its model's series from the encoder's history before their
+  // new bars (train/detail/update.h), through a feature store that holds no other bar.
+  std::vector<std::pair<std::string, int64_t>> series_from_ns;
   bool is_cut() const {
-    return from_ns != std::numeric_limits<int64_t>::min() || through_ns != std::numeric_limits<int64_t>::max();
+    return from_ns != std::numeric_limits<int64_t>::min() || through_ns != std::numeric_limits<int64_t>::max() ||
+           !series_from_ns.empty();
   }
   bool uses_embedded_data() const { return parquet_file.empty() && csv_file.empty(); }
   bool is_dataset_folder() const;
@@ -40,6 +46,14 @@ struct BarSource {
   // Why the store folder is not the default one next to the data ("" when it is).
   std::string feature_store_note() const;
 };
+
+// Keeps the bars of `bars` inside the source's cut (from_ns, through_ns, series_from_ns).
+void cut_bars(BarSet& bars, const BarSource& source);
+
+// The source's bars a part at a time, cut: a folder's files and a Parquet file a record batch
+// (64Ki rows) at a time, a CSV file or the embedded data whole. Memory follows a part. Throws
+// qtft::Error naming the source when it holds no rows.
+void for_each_bar_part(const BarSource& source, const std::function<void(const BarSet& part)>& use);
 
 // Every bar of the source in memory (a folder's files concatenated per symbol, in path order),
 // inside its cut; a series with no bar there is left out.

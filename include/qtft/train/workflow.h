@@ -94,7 +94,19 @@ class TrainingEvents {
   virtual void qat_phase_started(const TwoPhasePlan&, int64_t /*fp32_best_epoch*/) {}
 };
 
+// A file removed when the last owner lets it go (errors ignored: it is scratch).
+struct RemovedWhenDone {
+  explicit RemovedWhenDone(std::string path) : path(std::move(path)) {}
+  ~RemovedWhenDone();
+  RemovedWhenDone(const RemovedWhenDone&) = delete;
+  RemovedWhenDone& operator=(const RemovedWhenDone&) = delete;
+  std::string path;
+};
+
 struct PreparedTraining {
+  // An update's feature store holds its bars alone and serves no other run: removed once
+  // the run is done with it (by the rank that built it).
+  std::shared_ptr<const RemovedWhenDone> update_store;
   std::shared_ptr<const data::Dataset> dataset;
   model::TemporalFusionTransformer model{nullptr};
   TrainOptions train;               // as the run uses them: a resumed run's own, with this run's epochs

@@ -4,9 +4,13 @@
 // trained on, and nothing else.
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "qtft/artifact/model_file.h"
+#include "qtft/data/bar_source.h"
 #include "qtft/data/bars.h"
 
 namespace qtft::train {
@@ -25,5 +29,19 @@ struct UpdateBars {
 // sole series of a file continues a one-series model whatever its name (as forecasts do).
 UpdateBars bars_after(const data::BarSet& bars, const std::vector<artifact::SeriesMark>& trained_through,
                       int64_t context_bars);
+
+// The same selection found by reading `source` a part at a time (a folder's files, a file's
+// batches), holding none of its bars, so that a feature store of those bars alone can be
+// prepared (data::BarSource::series_from_ns): per series kept, the time of its first bar.
+struct UpdateStarts {
+  std::vector<std::pair<std::string, int64_t>> from_ns;
+  std::vector<artifact::BarsAdded> added;
+  std::vector<int64_t> new_bars;  // per series kept, its bars after the model's last
+};
+// The same errors as bars_after. nullopt when the source's sole series continues a
+// one-series model under another name: bars_after renames it, a store keeps the source's.
+std::optional<UpdateStarts> find_bars_after(const data::BarSource& source,
+                                            const std::vector<artifact::SeriesMark>& trained_through,
+                                            int64_t context_bars);
 
 }  // namespace qtft::train

@@ -22,7 +22,7 @@ namespace {
 // One window's figures, viewed in the accumulator's flat arrays.
 struct Window {
   int64_t series, time_ns;
-  const double* forecast;  // H x Q
+  const double* median;    // H
   const double* realized;  // H
 };
 
@@ -90,6 +90,9 @@ DeskMetricsAccumulator::DeskMetricsAccumulator(std::vector<double> quantiles, do
   }
   median_ = quantile_index(quantiles_, 0.5);
   if (median_ < 0) throw UsageError("desk metrics: the quantiles must include 0.5 (the median forecast)");
+  lowest_ = static_cast<size_t>(std::min_element(quantiles_.begin(), quantiles_.end()) - quantiles_.begin());
+  highest_ = static_cast<size_t>(std::max_element(quantiles_.begin(), quantiles_.end()) - quantiles_.begin());
+  below_.assign(quantiles_.size(), 0);
 }
 
 void DeskMetricsAccumulator::add(const at::Tensor& forecast, const at::Tensor& realized,
@@ -109,8 +112,23 @@ void DeskMetricsAccumulator::add(const at::Tensor& forecast, const at::Tensor& r
   const double* rp = r.data_ptr<double>();
   series_.insert(series_.end(), series.begin(), series.end());
   time_ns_.insert(time_ns_.end(), first_bar_ns.begin(), first_bar_ns.end());
-  forecast_.insert(forecast_.end(), fp, fp + b * h * q);
   realized_.insert(realized_.end(), rp, rp + b * h);
+  // Calibration and the sign's hits are counts, taken here; of the forecasts only the
+  // medians are kept for the rank correlations and the position.
+  const auto nq = static_cast<size_t>(q);
+  for (int64_t v = 0; v < b * h; ++v) {
+    const double y = rp[v];
+    const double* fv = fp + v * q;
+    for (size_t k = 0; k < nq; ++k) below_[k] += y <= fv[k] ? 1 : 0;
+    inside_ += (y >= fv[lowest_] && y <= fv[highest_]) ? 1 : 0;
+    ++values_;
+    const double median = fv[median_];
+    median_values_.push_back(median);
+    if (y != 0.0 && median != 0.0) {
+      ++signed_values_;
+      hits_ += (y > 0.0) == (median > 0.0) ? 1 : 0;
+    }
+  }
 }
 
 DeskMetrics DeskMetricsAccumulator::result() const {
@@ -123,7 +141,7 @@ DeskMetrics DeskMetricsAccumulator::result() const {
   // The windows in a fixed order (series, time), whatever order they came in.
   std::vector<Window> windows(series_.size());
   for (size_t k = 0; k < windows.size(); ++k) {
-    windows[k] = {series_[k], time_ns_[k], forecast_.data() + k * static_cast<size_t>(h) * nq,
+    windows[k] = {series_[k], time_ns_[k], median_values_.data() + k * static_cast<size_t>(h),
                   realized_.data() + k * static_cast<size_t>(h)};
   }
   std::vector<const Window*> order;
@@ -133,33 +151,15 @@ DeskMetrics DeskMetricsAccumulator::result() const {
   });
 
   // Calibration: each quantile's share at or below, the outer quantiles' interval.
-  const auto lowest = static_cast<size_t>(std::min_element(quantiles_.begin(), quantiles_.end()) - quantiles_.begin());
-  const auto highest = static_cast<size_t>(std::max_element(quantiles_.begin(), quantiles_.end()) - quantiles_.begin());
-  std::vector<int64_t> below(nq, 0);
-  int64_t inside = 0, values = 0, hits = 0, signed_values = 0;
-  for (const Window* w : order) {
-    for (int64_t s = 0; s < h; ++s) {
-      const double y = w->realized[static_cast<size_t>(s)];
-      const double* f = w->forecast + s * static_cast<int64_t>(nq);
-      for (size_t k = 0; k < nq; ++k) below[k] += y <= f[k] ? 1 : 0;
-      inside += (y >= f[lowest] && y <= f[highest]) ? 1 : 0;
-      ++values;
-      const double median = f[median_];
-      if (y != 0.0 && median != 0.0) {
-        ++signed_values;
-        hits += (y > 0.0) == (median > 0.0) ? 1 : 0;
-      }
-    }
-  }
   for (size_t k = 0; k < nq; ++k) {
-    m.coverage.push_back(values ? static_cast<double>(below[k]) / static_cast<double>(values) : kNaN);
+    m.coverage.push_back(values_ ? static_cast<double>(below_[k]) / static_cast<double>(values_) : kNaN);
   }
-  m.interval_coverage = values ? static_cast<double>(inside) / static_cast<double>(values) : kNaN;
-  m.interval_nominal = quantiles_[highest] - quantiles_[lowest];
-  m.hit_rate = signed_values ? static_cast<double>(hits) / static_cast<double>(signed_values) : kNaN;
+  m.interval_coverage = values_ ? static_cast<double>(inside_) / static_cast<double>(values_) : kNaN;
+  m.interval_nominal = quantiles_[highest_] - quantiles_[lowest_];
+  m.hit_rate = signed_values_ ? static_cast<double>(hits_) / static_cast<double>(signed_values_) : kNaN;
 
   // Information coefficients per horizon step: pooled, per series, and per bar across series.
-  auto median_at = [&](const Window* w, int64_t s) { return w->forecast[s * nq + median_]; };
+  auto median_at = [](const Window* w, int64_t s) { return w->median[s]; };
   // Step s's median forecasts and outcomes of `windows`.
   auto pairs = [&](const std::vector<const Window*>& windows, int64_t s) {
     std::pair<std::vector<double>, std::vector<double>> xy;

@@ -86,8 +86,13 @@ class DeskMetricsAccumulator {
   // interleaved with each batch's large temporaries, fragmented the heap until it grew by
   // megabytes a batch (11 GiB over a million windows).
   std::vector<int64_t> series_, time_ns_;
-  std::vector<double> forecast_;  // per window H x Q
-  std::vector<double> realized_;  // per window H
+  std::vector<double> median_values_;  // per window H
+  std::vector<double> realized_;       // per window H
+  // Counted as windows come (exact integers, in any order): per quantile the values at or
+  // below it, the values inside the outer quantiles, and the sign's hits.
+  size_t lowest_ = 0, highest_ = 0;
+  std::vector<int64_t> below_;
+  int64_t inside_ = 0, values_ = 0, hits_ = 0, signed_values_ = 0;
 };
 
 // The figures as lines for a terminal, each starting with `indent`: coverage, IC per step,

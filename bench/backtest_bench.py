@@ -5,7 +5,7 @@ walk costs beyond the training it contains.
     python3 bench/backtest_bench.py cost   [--qtft build/qtft] [--work DIR] [--json out.json]
                                            [--rows 1000000] [--symbols 10] [--folds 20]
     python3 bench/backtest_bench.py memory [--qtft build/qtft] [--work DIR] [--json out.json]
-                                           [--sizes 1e6,1e7,5e7] [--symbols N] [--delete-data]
+                                           [--sizes 1e6,1e7,5e7] [--fixed-symbols N] [--delete-data]
 
 regime: `make-data --shift-after-bar` bars (2 symbols of 12,000 five-minute bars, volatility
 doubled and a drift from bar 6,000), walked with the first fold trained on 5,000 bars and
@@ -25,7 +25,7 @@ from its feature store: fold 0 trained through each symbol's bar 490,000 (the la
 bars of each symbol are walked; fewer for smaller sizes), 4 folds of 2,500 bars, every
 training capped at 50 batches of 64 (--max-batches-per-epoch 50, as SCALE.md's train), each
 update one such epoch. It prints the backtest's wall time and peak RSS, and the bars and
-windows forecast, per size. --symbols N keeps N symbols at every size (each fold then
+windows forecast, per size. --fixed-symbols N keeps N symbols at every size (each fold then
 forecasts the same windows, N x 2,500, whatever the history). --delete-data removes each
 folder once measured.
 
@@ -172,9 +172,9 @@ def memory(args):
     rows = []
     for size in args.sizes.split(","):
         n = int(float(size))
-        symbols = args.symbols or max(2, n // 500_000)
+        symbols = args.fixed_symbols or max(2, n // 500_000)
         per_symbol = n // symbols
-        folder = os.path.join(args.work, f"minute-{n}" + (f"-{symbols}" if args.symbols else "")) + "/"
+        folder = os.path.join(args.work, f"minute-{n}" + (f"-{symbols}" if args.fixed_symbols else "")) + "/"
         if not os.path.exists(folder):
             subprocess.run([args.qtft, "make-data", "--output", folder, "--rows", str(n), "--symbols", str(symbols),
                             "--bar-minutes", "1"], check=True, stdout=subprocess.DEVNULL)
@@ -218,7 +218,7 @@ def main():
     parser.add_argument("--symbols", type=int, default=10)
     parser.add_argument("--folds", type=int, default=20)
     parser.add_argument("--sizes", default="1e6,1e7,5e7")
-    parser.add_argument("--symbols", type=int, default=0,
+    parser.add_argument("--fixed-symbols", type=int, default=0,
                         help="memory: this many symbols at every size (default: one per 500,000 bars, at least 2)")
     parser.add_argument("--delete-data", action="store_true")
     args = parser.parse_args()

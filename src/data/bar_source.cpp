@@ -17,8 +17,11 @@ namespace {
 
 BarSet read_whole_source(const BarSource& source) {
   if (source.is_dataset_folder()) {
-    return read_bars_parquet_dataset(source.parquet_file, source.read, std::numeric_limits<size_t>::max(),
-                                     source.from_ns, source.through_ns);
+    if (!source.is_cut()) return read_bars_parquet_dataset(source.parquet_file, source.read);
+    // Cut file by file, the files outside the cut not read.
+    JoinedBars bars(source.parquet_file);
+    for_each_bar_part(source, [&](const BarSet& part) { bars.add(part); });
+    return bars.take();
   }
   if (!source.parquet_file.empty()) return read_bars_parquet(source.parquet_file, source.read);
   if (!source.csv_file.empty()) return read_bars_csv(source.csv_file, source.read);
@@ -64,6 +67,27 @@ void cut_bars(BarSet& bars, const BarSource& source) {
   std::erase_if(bars.series, [](const BarSeries& s) { return s.size() == 0; });
 }
 
+namespace {
+
+// Whether file k of a folder may hold a bar inside the source's cut: a file its footer
+// places wholly outside is not read (DatasetReader::may_hold_bars_between says when that
+// is exact).
+bool may_hold_cut_bars(const DatasetReader& reader, size_t k, const BarSource& source) {
+  if (!source.is_cut()) return true;
+  int64_t from = source.from_ns;
+  if (!source.series_from_ns.empty()) {
+    const auto& symbol = reader.files()[k].partition_symbol;
+    int64_t earliest = std::numeric_limits<int64_t>::max();  // a symbol not listed: none of its bars
+    for (const auto& [name, t] : source.series_from_ns) {
+      if (!symbol || *symbol == name) earliest = std::min(earliest, t);
+    }
+    from = std::max(from, earliest);
+  }
+  return reader.may_hold_bars_between(k, from, source.through_ns);
+}
+
+}  // namespace
+
 void for_each_bar_part(const BarSource& source, const std::function<void(const BarSet& part)>& use) {
   bool any = false;
   const auto take = [&](BarSet part) {
@@ -73,8 +97,15 @@ void for_each_bar_part(const BarSource& source, const std::function<void(const B
   };
   if (source.is_dataset_folder()) {
     DatasetReader reader(source.parquet_file, source.read);
-    for (size_t k = 0; k < reader.files().size(); ++k) reader.read_batches(k, take);
-    if (!any) throw Error(source.parquet_file + ": the dataset's files hold no rows");
+    bool skipped = false;
+    for (size_t k = 0; k < reader.files().size(); ++k) {
+      if (may_hold_cut_bars(reader, k, source)) {
+        reader.read_batches(k, take);
+      } else {
+        skipped = true;
+      }
+    }
+    if (!any && !skipped) throw Error(source.parquet_file + ": the dataset's files hold no rows");
   } else if (!source.parquet_file.empty()) {
     // Each batch a part, as a folder's file is; the declared inputs carry across them.
     DeclaredCarry carry;
@@ -114,6 +145,7 @@ SourceClock read_source_clock(const BarSource& source) {
   SourceClock clock;
   DatasetReader reader(source.parquet_file, source.read);
   for (size_t k = 0; k < reader.files().size(); ++k) {
+    if (!may_hold_cut_bars(reader, k, source)) continue;
     BarSet part = reader.read(k);
     cut_bars(part, source);
     merge_clock(clock, part);

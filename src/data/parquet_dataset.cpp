@@ -8,10 +8,15 @@
 #include <arrow/dataset/file_parquet.h>
 #include <arrow/dataset/partition.h>
 #include <arrow/filesystem/localfs.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/exception.h>
+#include <parquet/file_reader.h>
+#include <parquet/statistics.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <utility>
 
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
@@ -148,6 +153,55 @@ BarSet DatasetReader::read(size_t k) {
   return bars_of(k, std::move(table), 0);
 }
 
+namespace {
+
+// The span of a Parquet file's timestamp column from its footer's statistics (UTC ns), or
+// nullopt when the footer lacks them or the column is not an Arrow timestamp.
+std::optional<std::pair<int64_t, int64_t>> footer_time_span(const std::string& path, const std::string& column) {
+  try {
+    const auto file = parquet::ParquetFileReader::OpenFile(path, false);
+    const auto metadata = file->metadata();
+    const int index = metadata->schema()->ColumnIndex(column);
+    if (index < 0 || metadata->num_row_groups() == 0) return std::nullopt;
+    std::pair span{std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()};
+    for (int group = 0; group < metadata->num_row_groups(); ++group) {
+      const auto statistics = metadata->RowGroup(group)->ColumnChunk(index)->statistics();
+      if (!statistics || !statistics->HasMinMax()) return std::nullopt;
+      std::shared_ptr<arrow::Scalar> low, high;
+      if (!parquet::arrow::StatisticsAsScalars(*statistics, &low, &high).ok() ||
+          low->type->id() != arrow::Type::TIMESTAMP || high->type->id() != arrow::Type::TIMESTAMP) {
+        return std::nullopt;
+      }
+      const auto ns = [](const arrow::Scalar& scalar) -> std::optional<int64_t> {
+        const auto& type = static_cast<const arrow::TimestampType&>(*scalar.type);
+        const int64_t factor = type.unit() == arrow::TimeUnit::SECOND  ? 1'000'000'000
+                               : type.unit() == arrow::TimeUnit::MILLI ? 1'000'000
+                               : type.unit() == arrow::TimeUnit::MICRO ? 1'000
+                                                                       : 1;
+        int64_t value = 0;
+        if (__builtin_mul_overflow(static_cast<const arrow::TimestampScalar&>(scalar).value, factor, &value)) {
+          return std::nullopt;
+        }
+        return value;
+      };
+      const auto group_low = ns(*low), group_high = ns(*high);
+      if (!group_low || !group_high) return std::nullopt;
+      span = {std::min(span.first, *group_low), std::max(span.second, *group_high)};
+    }
+    return span;
+  } catch (const parquet::ParquetException&) {
+    return std::nullopt;  // reading the file says what is wrong with it
+  }
+}
+
+}  // namespace
+
+bool DatasetReader::may_hold_bars_between(size_t k, int64_t from_ns, int64_t through_ns) const {
+  if (!options_.inputs.empty()) return true;
+  const auto span = footer_time_span(files_.at(k).path, options_.columns.timestamp);
+  return !span || (span->second >= from_ns && span->first <= through_ns);
+}
+
 void DatasetReader::read_batches(size_t k, const std::function<void(const BarSet& part)>& use) {
   check_columns(k, read_parquet_schema(files_.at(k).path));
   read_parquet_batches(files_.at(k).path, [&](std::shared_ptr<arrow::Table> batch, int64_t first_row) {
@@ -207,32 +261,29 @@ size_t write_parquet_partitions(const BarSet& bars, const std::string& folder) {
   return files;
 }
 
-BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOptions& options, size_t keep,
-                                 int64_t from_ns, int64_t through_ns) {
-  DatasetReader reader(directory, options);
-  BarSet bars;
-  bars.source = directory;
-  SeriesAssembly assembly;
-  for (size_t k = 0; k < reader.files().size(); ++k) {
-    BarSet part = reader.read(k);
-    if (from_ns != std::numeric_limits<int64_t>::min() || through_ns != std::numeric_limits<int64_t>::max()) {
-      keep_bars_between(part, from_ns, through_ns);  // before the assembly numbers the series
-    }
-    if (k == 0) {
-      bars.has_range = part.has_range;
-      bars.has_volume = part.has_volume;
-      bars.declared = part.declared;
-    }
-    const auto where = assembly.place(part);
-    bars.leading_null_rows += part.leading_null_rows;
-    for (size_t j = 0; j < part.series.size(); ++j) {
-      keep_last_bars(part.series[j], keep);  // each file trimmed as it arrives
-      if (where[j] == bars.series.size()) bars.series.emplace_back().symbol = part.series[j].symbol;
-      append_bars(bars.series[where[j]], part.series[j]);
-      keep_last_bars(bars.series[where[j]], keep);
-    }
+JoinedBars::JoinedBars(std::string source, size_t keep) : keep_(keep) { bars_.source = std::move(source); }
+
+void JoinedBars::add(BarSet part) {
+  if (std::exchange(first_, false)) {
+    bars_.has_range = part.has_range;
+    bars_.has_volume = part.has_volume;
+    bars_.declared = part.declared;
   }
-  return bars;
+  const auto where = assembly_.place(part);
+  bars_.leading_null_rows += part.leading_null_rows;
+  for (size_t j = 0; j < part.series.size(); ++j) {
+    keep_last_bars(part.series[j], keep_);  // each part trimmed as it arrives
+    if (where[j] == bars_.series.size()) bars_.series.emplace_back().symbol = part.series[j].symbol;
+    append_bars(bars_.series[where[j]], part.series[j]);
+    keep_last_bars(bars_.series[where[j]], keep_);
+  }
+}
+
+BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOptions& options, size_t keep) {
+  DatasetReader reader(directory, options);
+  JoinedBars bars(directory, keep);
+  for (size_t k = 0; k < reader.files().size(); ++k) bars.add(reader.read(k));
+  return bars.take();
 }
 
 }  // namespace qtft::data

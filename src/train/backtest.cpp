@@ -324,6 +324,12 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
         outcome.interrupted = true;
         break;
       }
+      // A full refit's store holds the bars through its fold's date and serves no other
+      // fold; fold 0's stays for a rerun of the walk.
+      if (o.refit == Refit::Full && k > 0 && !trained.feature_store.empty()) {
+        std::error_code ec;
+        fs::remove(trained.feature_store, ec);
+      }
       result.training.epochs = trained.result.epochs_completed;
       result.training.best_epoch = trained.result.best_epoch;
       result.training.best_val_loss = trained.result.best_val.loss;

@@ -81,6 +81,7 @@ TrainingOutcome run_training(const TrainingRequest& request, TrainingEvents& eve
   outcome.result = fit_training(run, shown_progress, shown, setup.stop_requested);
   outcome.calibration_coverage = run.calibration_coverage;
   outcome.unknown_category_rows = run.dataset->notes().unknown_category_rows;
+  outcome.feature_store = run.feature_store;
 
   auto file = training_model_file(run);
   RunRecord record = request.record;

@@ -254,8 +254,8 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
     run.update = update;
   } else {
     const auto& options = loaded ? loaded->file.dataset : setup.dataset;
-    run.dataset = std::make_shared<const data::Dataset>(
-        open_source_data(source, options, loaded ? &loaded->file.features : nullptr, setup, events));
+    run.dataset = std::make_shared<const data::Dataset>(open_source_data(
+        source, options, loaded ? &loaded->file.features : nullptr, setup, events, &run.feature_store));
   }
   events.data_ready(*run.dataset);
 

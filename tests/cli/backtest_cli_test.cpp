@@ -176,6 +176,17 @@ TEST_F(BacktestCli, WalksAFolderWithDeclaredInputsFromItsStoreAsInMemory) {
     EXPECT_TRUE(explanation.at("decoder_weights").contains("event_flag")) << explanation.dump();
   }
   EXPECT_EQ(doc.at("folds")[1].at("training").at("kind"), "update");
+  // Fold 0's store is kept for a rerun; the update's own (its bars alone) is gone, and so is
+  // a full refit's, which holds the bars through one fold's date.
+  const auto stores = [&] {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(bars + "_qtft_store")) names.push_back(entry.path().filename());
+    return names;
+  };
+  const auto after_the_walk = stores();
+  EXPECT_EQ(after_the_walk.size(), 1u) << testing::PrintToString(after_the_walk);
+  EXPECT_EQ(walk_folder(dir_.file("full"), "--refit full").at("folds")[1].at("training").at("kind"), "train");
+  EXPECT_EQ(stores(), after_the_walk);
 
   const auto memory_doc = walk_folder(in_memory, "--no-feature-store");
   const auto a = data::read_backtest_forecasts(stored + "/forecasts.parquet");

@@ -88,6 +88,65 @@ TEST_F(ParquetDataset, PartitionsNameTheSymbolAndFilesJoinIntoTheSeriesWritten) 
   }
 }
 
+// A cut read skips the files whose footer statistics place them outside the cut: a symbol's
+// files of another schema, decades later, would be refused if read (as the whole folder's
+// read shows), yet the cut reads as the whole folder's bars cut in memory.
+TEST_F(ParquetDataset, ACutReadSkipsTheFilesItsFooterPlacesOutside) {
+  BarSet later = generate_synthetic_symbol(several_years(), 0);
+  later.series[0].symbol = "ZZ";
+  later.has_volume = false;
+  later.series[0].volume.clear();
+  for (auto& t : later.series[0].timestamp_ns) t += 40LL * 365 * 86'400 * 1'000'000'000;
+  write_parquet_partitions(later, folder_);
+  BarSource whole;
+  whole.parquet_file = folder_;
+  EXPECT_THAT(test::error_message([&] { load_bars(whole); }), HasSubstr("has no column 'volume'"));
+
+  const auto& first = bars_.series[0];
+  BarSource cut = whole;
+  cut.from_ns = first.timestamp_ns[first.size() / 3];
+  cut.through_ns = first.timestamp_ns[first.size() / 2];
+  BarSet expected = bars_;
+  cut_bars(expected, cut);
+  const auto expect_expected = [&](const BarSet& read) {
+    ASSERT_EQ(read.series.size(), expected.series.size());
+    for (const auto& s : expected.series) {
+      EXPECT_EQ(series_named(read, s.symbol).timestamp_ns, s.timestamp_ns) << s.symbol;
+      EXPECT_EQ(series_named(read, s.symbol).close, s.close) << s.symbol;
+    }
+  };
+  expect_expected(load_bars(cut));
+  EXPECT_EQ(read_source_clock(cut).timeline, clock_of(expected).timeline);
+  BarSet parts;
+  for_each_bar_part(cut, [&](const BarSet& part) {
+    for (const auto& s : part.series) {
+      auto named = std::find_if(parts.series.begin(), parts.series.end(),
+                                [&](const BarSeries& p) { return p.symbol == s.symbol; });
+      if (named == parts.series.end()) {
+        parts.series.push_back(s);
+      } else {
+        append_bars(*named, s);
+      }
+    }
+  });
+  expect_expected(parts);
+
+  // Per series: a symbol not listed is not read at all.
+  BarSource one = whole;
+  one.series_from_ns = {{first.symbol, first.timestamp_ns[10]}};
+  const auto read = load_bars(one);
+  ASSERT_EQ(read.series.size(), 1u);
+  EXPECT_EQ(read.series[0].size(), first.size() - 10);
+
+  // Declared inputs carry from file to file: every file is read then.
+  BarReadOptions declared;
+  declared.inputs.observed = {"volume"};
+  DatasetReader reader(folder_, declared);
+  for (size_t k = 0; k < reader.files().size(); ++k) {
+    EXPECT_TRUE(reader.may_hold_bars_between(k, cut.from_ns, cut.through_ns)) << reader.files()[k].path;
+  }
+}
+
 TEST_F(ParquetDataset, AnEmptyFolderIsRefused) {
   const auto empty = dir_.file("empty");
   fs::create_directories(empty);

@@ -50,6 +50,11 @@ class DatasetReader {
   // File k a record batch at a time, each batch's bars handed to `use` as a part of the
   // file: memory follows a batch (64Ki rows), not the file.
   void read_batches(size_t k, const std::function<void(const BarSet& part)>& use);
+  // False when file k's footer shows that it holds no bar timed in [from_ns, through_ns]
+  // (the timestamp column's statistics, read without the data) and skipping it changes
+  // nothing else: the reading declares no inputs, whose forward-fill and categorical levels
+  // carry from file to file. True when the footer cannot tell.
+  bool may_hold_bars_between(size_t k, int64_t from_ns, int64_t through_ns) const;
 
  private:
   // Throws qtft::Error naming file k when its columns are not the first file's.
@@ -85,12 +90,24 @@ class SeriesAssembly {
 // Returns the number of files written.
 size_t write_parquet_partitions(const BarSet& bars, const std::string& folder);
 
-// The bars of a whole folder, in memory (what load_bars does for a folder); with `keep`, only
-// each series' last `keep` bars (what a forecast reads), and only those timed in [from_ns,
-// through_ns] (a walk-forward fold's), each trimmed file by file.
+// Parts of a source (a folder's files, or their batches) joined into its series in memory,
+// each series trimmed to its last `keep` bars as the parts arrive.
+class JoinedBars {
+ public:
+  explicit JoinedBars(std::string source, size_t keep = std::numeric_limits<size_t>::max());
+  void add(BarSet part);
+  BarSet take() { return std::move(bars_); }
+
+ private:
+  BarSet bars_;
+  SeriesAssembly assembly_;
+  size_t keep_;
+  bool first_ = true;
+};
+
+// The bars of a whole folder, in memory (what load_bars does for a folder, uncut); with
+// `keep`, only each series' last `keep` bars (what a forecast reads), trimmed file by file.
 BarSet read_bars_parquet_dataset(const std::string& directory, const BarReadOptions& options,
-                                 size_t keep = std::numeric_limits<size_t>::max(),
-                                 int64_t from_ns = std::numeric_limits<int64_t>::min(),
-                                 int64_t through_ns = std::numeric_limits<int64_t>::max());
+                                 size_t keep = std::numeric_limits<size_t>::max());
 
 }  // namespace qtft::data

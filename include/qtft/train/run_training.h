@@ -53,6 +53,7 @@ struct TrainingOutcome {
   std::optional<data::RegimeCoverage> calibration_coverage;  // the last calibration's
   int64_t unknown_category_rows = 0;  // data rows with a categorical level the training split lacks
   nlohmann::json metrics;             // the metrics document of a finished run (written to metrics_json)
+  std::string feature_store;          // the store it trained from, kept (an update's own is removed); "" for none
 };
 
 // The backend a data-parallel run on `choice` uses: NCCL for --device cuda, else Gloo (auto

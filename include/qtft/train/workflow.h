@@ -108,6 +108,7 @@ struct PreparedTraining {
   // the run is done with it (by the rank that built it).
   std::shared_ptr<const RemovedWhenDone> update_store;
   std::shared_ptr<const data::Dataset> dataset;
+  std::string feature_store;  // the store the dataset maps, kept for other runs; "" for none
   model::TemporalFusionTransformer model{nullptr};
   TrainOptions train;               // as the run uses them: a resumed run's own, with this run's epochs
   eval::BaselineMetrics baselines;  // on the validation split

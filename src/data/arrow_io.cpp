@@ -140,9 +140,9 @@ ParquetTableWriter::ParquetTableWriter(const std::string& path, std::shared_ptr<
   state_->sink = unwrap(arrow::io::FileOutputStream::Open(state_->file.temp_path().string()), path, "cannot create");
   auto props = parquet::WriterProperties::Builder().compression(parquet::Compression::SNAPPY)->build();
   try {
-    state_->writer = unwrap(parquet::arrow::FileWriter::Open(*schema, arrow::default_memory_pool(), state_->sink,
-                                                             props),
-                            path, "cannot write Parquet");
+    state_->writer =
+        unwrap(parquet::arrow::FileWriter::Open(*schema, arrow::default_memory_pool(), state_->sink, props), path,
+               "cannot write Parquet");
   } catch (const parquet::ParquetException& e) {
     throw Error(path + ": cannot write Parquet: " + e.what());
   }

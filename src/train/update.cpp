@@ -63,8 +63,8 @@ UpdateBars bars_after(const data::BarSet& bars, const std::vector<artifact::Seri
     const auto at = std::lower_bound(ts.begin(), ts.end(), mark.bar_ns);
     const std::string where = bars.source + ": symbol '" + series.symbol + "'";
     if (at == ts.end() || *at != mark.bar_ns) {
-      throw Error(no_bar_at_mark(where, mark.bar_ns, ts.empty() ? 0 : ts.front(), ts.empty() ? 0 : ts.back(),
-                                 ts.empty()));
+      throw Error(
+          no_bar_at_mark(where, mark.bar_ns, ts.empty() ? 0 : ts.front(), ts.empty() ? 0 : ts.back(), ts.empty()));
     }
     const auto last_seen = static_cast<size_t>(at - ts.begin());
     if (series.close[last_seen] != mark.close) throw Error(other_close(where, mark, series.close[last_seen]));

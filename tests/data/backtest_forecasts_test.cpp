@@ -24,7 +24,8 @@ BacktestForecasts rows_of(int32_t fold, int n, std::vector<double> quantiles = {
     f.origin_ns.push_back(1'000'000'000LL * i);
     f.timestamp_ns.push_back(1'000'000'000LL * i + 60'000'000'000LL);
     f.step.push_back(1 + i % 8);
-    for (size_t q = 0; q < f.quantiles.size(); ++q) f.value[q].push_back(fold * 1e6 + i + 0.25 * static_cast<double>(q));
+    for (size_t q = 0; q < f.quantiles.size(); ++q)
+      f.value[q].push_back(fold * 1e6 + i + 0.25 * static_cast<double>(q));
     f.realized.push_back(-0.5 * i);
   }
   return f;
@@ -36,7 +37,8 @@ void append(BacktestForecasts& to, const BacktestForecasts& from) {
   to.origin_ns.insert(to.origin_ns.end(), from.origin_ns.begin(), from.origin_ns.end());
   to.timestamp_ns.insert(to.timestamp_ns.end(), from.timestamp_ns.begin(), from.timestamp_ns.end());
   to.step.insert(to.step.end(), from.step.begin(), from.step.end());
-  for (size_t q = 0; q < from.value.size(); ++q) to.value[q].insert(to.value[q].end(), from.value[q].begin(), from.value[q].end());
+  for (size_t q = 0; q < from.value.size(); ++q)
+    to.value[q].insert(to.value[q].end(), from.value[q].begin(), from.value[q].end());
   to.realized.insert(to.realized.end(), from.realized.begin(), from.realized.end());
 }
 
@@ -86,8 +88,9 @@ TEST(BacktestForecasts, PartsOfOtherQuantilesNameTheFileAndLeaveNothing) {
   test::TempDir dir;
   write_backtest_forecasts(rows_of(0, 10), dir.file("a.parquet"));
   write_backtest_forecasts(rows_of(1, 10, {0.05, 0.5, 0.95}), dir.file("b.parquet"));
-  const auto message = test::error_message(
-      [&] { concatenate_backtest_forecasts({dir.file("a.parquet"), dir.file("b.parquet")}, dir.file("all.parquet")); });
+  const auto message = test::error_message([&] {
+    concatenate_backtest_forecasts({dir.file("a.parquet"), dir.file("b.parquet")}, dir.file("all.parquet"));
+  });
   EXPECT_THAT(message, HasSubstr(dir.file("all.parquet")));
   EXPECT_THAT(message, HasSubstr("q0.05"));
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 2);  // a and b: no temporary
@@ -102,7 +105,8 @@ TEST(BacktestForecasts, AWriterAbandonedLeavesNothing) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
   BacktestForecastWriter writer(dir.file("f.parquet"), {0.1, 0.5, 0.9});
   const auto message = test::error_message([&] { writer.write(rows_of(0, 1, {0.5})); });
-  EXPECT_THAT(message, HasSubstr(dir.file("f.parquet") + ": forecast rows of quantiles q0.5 for a file of q0.1, q0.5, q0.9"));
+  EXPECT_THAT(message,
+              HasSubstr(dir.file("f.parquet") + ": forecast rows of quantiles q0.5 for a file of q0.1, q0.5, q0.9"));
 }
 
 }  // namespace

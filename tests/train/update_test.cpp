@@ -94,12 +94,17 @@ data::BarSource folder_of(const data::BarSet& bars, const test::TempDir& dir) {
   return source;
 }
 
-TEST(BarsAfter, FoundAPartAtATimeAsInMemory) {
+// Two series of 100 bars in a folder of two files (folder_of).
+class BarsAfterInAFolder : public ::testing::Test {
+ protected:
   test::TempDir dir;
-  const auto bars = test::regular_bar_set(100, 2);
-  const auto source = folder_of(bars, dir);
-  const auto& s0 = bars.series[0];
-  const auto& s1 = bars.series[1];
+  const data::BarSet bars = test::regular_bar_set(100, 2);
+  const data::BarSource source = folder_of(bars, dir);
+  const data::BarSeries& s0 = bars.series[0];
+  const data::BarSeries& s1 = bars.series[1];
+};
+
+TEST_F(BarsAfterInAFolder, FoundAPartAtATimeAsInMemory) {
   for (const auto& [mark0, mark1] : {std::pair{59, 99}, std::pair{3, 50}, std::pair{54, 55}}) {
     const std::vector<artifact::SeriesMark> seen{{"S0", s0.timestamp_ns[mark0], s0.close[mark0]},
                                                  {"S1", s1.timestamp_ns[mark1], s1.close[mark1]}};
@@ -128,12 +133,7 @@ TEST(BarsAfter, FoundAPartAtATimeAsInMemory) {
   }
 }
 
-TEST(BarsAfter, FoundAPartAtATimeRefusesAsInMemoryWordForWord) {
-  test::TempDir dir;
-  const auto bars = test::regular_bar_set(100, 2);
-  const auto source = folder_of(bars, dir);
-  const auto& s0 = bars.series[0];
-  const auto& s1 = bars.series[1];
+TEST_F(BarsAfterInAFolder, FoundAPartAtATimeRefusesAsInMemoryWordForWord) {
   const std::vector<artifact::SeriesMark> seen{{"S0", s0.timestamp_ns[50], s0.close[50]},
                                                {"S1", s1.timestamp_ns[50], s1.close[50]}};
   auto unknown = seen, missing = seen, other_close = seen, all_seen = seen;

@@ -3,7 +3,8 @@
 // the same run; or configuration W (issue 35: the paper's sizes at batch 32 on the columns
 // declared with --observed and --known, inputs at --variable-hidden-size). Prints a table
 // and JSON.
-//   build/bench/train_throughput_bench [--steps 10] [--device cpu|cuda|auto] [--config paper|small|both|wide]
+//   build/bench/train_throughput_bench [--steps 10] [--device cpu|cuda|auto]
+//                                      [--config paper|small|both|wide|nvidia-electricity]
 //                                      [--parquet-file bars.parquet] [--observed COLUMNS] [--known COLUMNS]
 //                                      [--variable-hidden-size H] [--json out.json]
 // bench/pytorch_forecasting/compare_throughput.sh runs it beside pytorch-forecasting.
@@ -95,8 +96,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "Measured steps per configuration (after 2 warm-up steps)")->capture_default_str();
   app.add_option("--device", device_name, "cpu, cuda or auto")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (0: LibTorch default)")->capture_default_str();
-  app.add_option("--config", config_name, "paper, small, both (paper and small) or wide (W)")
-      ->check(CLI::IsMember({"paper", "small", "both", "wide"}))
+  app.add_option("--config", config_name,
+                 "paper, small, both (paper and small), wide (W) or nvidia-electricity (NVIDIA's TFT's A100 figures)")
+      ->check(CLI::IsMember({"paper", "small", "both", "wide", "nvidia-electricity"}))
       ->capture_default_str();
   app.add_option("--parquet-file", source.parquet_file, "Bars to train on (default: the embedded data)")
       ->check(CLI::ExistingFile);
@@ -113,6 +115,7 @@ int main(int argc, char** argv) {
 
   std::vector<qtft::bench::TftConfig> configs;
   if (config_name == "wide") configs.push_back(qtft::bench::kWideConfig);
+  if (config_name == "nvidia-electricity") configs.push_back(qtft::bench::kNvidiaElectricityConfig);
   if (config_name == "paper" || config_name == "both") configs.push_back(qtft::bench::kPaperConfig);
   if (config_name == "small" || config_name == "both") configs.push_back(qtft::bench::kSmallConfig);
   nlohmann::json results = nlohmann::json::array();

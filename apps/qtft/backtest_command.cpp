@@ -144,7 +144,7 @@ void add_backtest_command(CLI::App& app) {
     train::BacktestOptions o;
     o.source = f.train.data.source;
     o.setup = training_setup(f.train);
-    o.setup.device = artifact::resolve_device(parse_device_choice(f.train.runtime.device, "--device"));
+    o.setup.device = f.train.runtime.resolve_device();
     o.setup.stop_requested = interrupt_requested;
     if (!f.initial_train_until.empty())
       o.plan.initial_train_until_ns = parse_utc(f.initial_train_until, "--initial-train-until");

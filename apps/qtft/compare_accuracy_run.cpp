@@ -34,7 +34,7 @@ std::string comparison_budget(const TrainFlags& f) {
 
 void run_compare_accuracy(const TrainFlags& f) {
   comparison_budget(f);  // flags before data
-  auto device = artifact::resolve_device(f.runtime.device);
+  auto device = f.runtime.resolve_device();
   const auto& source = f.data.source;
   if (source.uses_embedded_data()) {
     std::cout << "No --parquet-file or --csv-file given: comparing on the " << data::describe_source(source) << "\n";

@@ -45,6 +45,7 @@ void add_forecast_command(CLI::App& app) {
       throw UsageError("forecast needs --parquet-file or --csv-file (the recent bars)");
     finish_data_flags(f.data);
     f.runtime.apply();
+    f.runtime.resolve_device();  // a GPU's limit, and --device cuda refused without one, before loading
     auto forecaster =
         infer::Forecaster::load(f.load_model, {parse_device_choice(f.runtime.device, "--device"),
                                                artifact::parse_int8_kernels(f.int8_kernels, "--int8-kernels")});

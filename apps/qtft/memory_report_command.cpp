@@ -16,6 +16,7 @@
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
 #include "qtft/memory/checkpoint_policy.h"
+#include "qtft/memory/device_settings.h"
 #include "qtft/model/model_building.h"
 #include "qtft/train/step_memory.h"
 #include "qtft/train/train_step.h"
@@ -61,6 +62,9 @@ nlohmann::json config_json(const model::TftOptions& m, int64_t batch, int64_t pa
           {"weight_bits", m.weight_bits()},
           {"activation_bits", m.activation_bits()},
           {"device", device.str()},
+          {"device_description", memory::describe_device(device)},
+          {"gpu_memory_limit_bytes", memory::gpu_memory_limit(device)},
+          {"deterministic", memory::deterministic_algorithms_in_use()},
           {"threads", at::get_num_threads()},
           {"timed_steps", timed_steps},
           {"data", data}};
@@ -73,7 +77,7 @@ void run_memory_report(MemoryReportFlags& f) {
   f.train.validate();
   const auto policy = policy_to_compare(f.checkpoint_policy);
   if (f.timed_steps < 1) throw UsageError("--timed-steps must be at least 1, got " + std::to_string(f.timed_steps));
-  auto device = artifact::resolve_device(f.runtime.device);
+  auto device = f.runtime.resolve_device();
 
   const auto& source = f.data.source;
   if (source.uses_embedded_data() && !f.json) {
@@ -97,7 +101,7 @@ void run_memory_report(MemoryReportFlags& f) {
                              std::to_string(options.activation_bits()) + "-bit activations)")
                                 .c_str()
                           : "off",
-        device.str().c_str(), at::get_num_threads(), f.timed_steps);
+        memory::describe_device(device).c_str(), at::get_num_threads(), f.timed_steps);
     std::fflush(stdout);
   }
   auto report = train::measure_memory_report(options, f.train.seed, batch, f.train, policy, device, f.timed_steps);

@@ -33,7 +33,7 @@ ModelRun open_model_run(ModelRunFlags& f) {
   finish_data_flags(f.data);
   f.runtime.apply();
   if (f.batch_size == 0) throw UsageError("--batch-size must be at least 1");
-  auto device = artifact::resolve_device(f.runtime.device);
+  auto device = f.runtime.resolve_device();
   auto loaded =
       artifact::load_model(f.load_model, device, artifact::parse_int8_kernels(f.int8_kernels, "--int8-kernels"));
   if (const std::string kernels = artifact::describe_int8_kernels(loaded); !kernels.empty()) {
@@ -48,7 +48,8 @@ ModelRun open_model_run(ModelRunFlags& f) {
                : f.split == "validation" ? data::Split::Validation
                : f.split == "all"        ? data::Split::All
                                          : data::Split::Test;
-  return {device, std::move(loaded), std::move(dataset), split};
+  const c10::Device model_device = loaded.device;  // an int8 file's integer products: the CPU
+  return {model_device, std::move(loaded), std::move(dataset), split};
 }
 
 }  // namespace qtft::cli

@@ -7,9 +7,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/io/atomic_file.h"
+#include "qtft/memory/device_settings.h"
 
 namespace qtft::cli {
 
@@ -22,6 +24,20 @@ void RuntimeFlags::apply() const {
                      " cores");
   }
   if (threads > 0) at::set_num_threads(threads);
+  if (deterministic) memory::use_deterministic_algorithms();
+}
+
+c10::Device RuntimeFlags::resolve_device() const {
+  const c10::Device resolved = artifact::resolve_device(device);
+  limit_gpu_memory(resolved);
+  return resolved;
+}
+
+int64_t RuntimeFlags::limit_gpu_memory(c10::Device device) const {
+  if (gpu_memory_limit.empty()) return 0;
+  const int64_t bytes = parse_byte_size(gpu_memory_limit, "--gpu-memory-limit");
+  memory::set_gpu_memory_limit(device, bytes);
+  return bytes;
 }
 
 void add_model_flags(CLI::App& cmd, ModelFlags& f) {
@@ -75,6 +91,13 @@ void add_runtime_flags(CLI::App& cmd, RuntimeFlags& f) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   cmd.add_option("--threads", f.threads, "CPU threads for LibTorch (0: its default)")->capture_default_str();
+  cmd.add_flag(
+      "--deterministic", f.deterministic,
+      "Deterministic algorithms on the GPU (LibTorch's deterministic mode, cuDNN without autotuning and TF32, a "
+      "fixed cuBLAS workspace): the same bits run after run; nothing changes on the CPU");
+  cmd.add_option("--gpu-memory-limit", f.gpu_memory_limit,
+                 "Cap the CUDA caching allocator at this size (e.g. 4GiB), so that a large GPU runs out where a "
+                 "smaller card would");
 }
 
 void add_training_flags(CLI::App& cmd, train::TrainOptions& o, std::string& lr_schedule) {

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <c10/core/Device.h>
+
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,7 +28,14 @@ using ModelFlags = model::Architecture;
 struct RuntimeFlags {
   std::string device = "auto";
   int threads = 0;  // 0 = LibTorch's default
+  bool deterministic = false;
+  std::string gpu_memory_limit;  // empty: the whole card
+  // Threads and deterministic algorithms: before any tensor work.
   void apply() const;
+  // The device --device names (artifact::resolve_device), --gpu-memory-limit set on it.
+  c10::Device resolve_device() const;
+  // --gpu-memory-limit on a device resolved elsewhere (a rank's own GPU); its bytes, 0 for none.
+  int64_t limit_gpu_memory(c10::Device device) const;
 };
 
 // Quantization-aware training, as users of the earlier tool know the flags.

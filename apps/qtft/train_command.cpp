@@ -92,6 +92,7 @@ void run_train(TrainFlags& f) {
   request.setup = training_setup(f);
   request.setup.model_file = std::move(checkpoint);
   request.setup.device = train::training_device(parse_device_choice(f.runtime.device, "--device"), group);
+  f.runtime.limit_gpu_memory(request.setup.device);
   request.setup.group = group;
   request.setup.stop_requested = interrupt_requested;
   request.save_model = f.save_model;

@@ -115,6 +115,10 @@ void finish_train_flags(TrainFlags& f) {
   f.runtime.apply();
   f.train.lr_schedule = train::parse_lr_schedule(f.lr_schedule);
   f.train.observer_update = train::parse_observer_update(f.observer_update);
+  // The card a run is limited to is the budget --checkpoint-policy auto fits, unless given.
+  if (f.checkpointing.policy == "auto" && f.checkpointing.memory_budget.empty()) {
+    f.checkpointing.memory_budget = f.runtime.gpu_memory_limit;
+  }
   f.checkpointing.apply_to(f.train);
   f.qat.finish();
   if (f.qat.compare_accuracy && (!f.load_model.empty() || f.resume)) {

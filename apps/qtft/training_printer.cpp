@@ -6,6 +6,7 @@
 
 #include "qtft/common/format.h"
 #include "qtft/memory/checkpoint_policy.h"
+#include "qtft/memory/device_settings.h"
 
 namespace qtft::cli {
 
@@ -23,7 +24,7 @@ void print_config(const model::TftOptions& m, const train::TrainOptions& t, int6
       "seed %llu, device %s\n",
       static_cast<long long>(t.epochs), t.batch_size, t.learning_rate, t.weight_decay, t.clip_norm,
       train::lr_schedule_name(t.lr_schedule), static_cast<long long>(t.patience),
-      static_cast<unsigned long long>(t.seed), device.str().c_str());
+      static_cast<unsigned long long>(t.seed), memory::describe_device(device).c_str());
   if (t.checkpoint_policy != memory::CheckpointPolicy::None) {
     std::string what = "the same numbers as without, bit for bit; less memory, more time";
     if (t.checkpoint_policy == memory::CheckpointPolicy::Auto) {

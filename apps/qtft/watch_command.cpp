@@ -59,13 +59,13 @@ void add_watch_command(CLI::App& app) {
     if (!(f.drift.rollback_pct >= 0)) throw UsageError("--rollback-pct must not be negative");
     finish_data_flags(f.data);
     f.runtime.apply();
-    f.drift.device = artifact::resolve_device(f.runtime.device);
-    auto model = artifact::load_model(f.load_model, f.drift.device);
+    const auto device = f.runtime.resolve_device();
+    auto model = artifact::load_model(f.load_model, device);
     if (!model.file.training) {
       throw Error(f.load_model + ": records no validation loss (no training state): watch compares against it");
     }
     std::optional<artifact::LoadedModel> reference;
-    if (!f.reference.empty()) reference = artifact::load_model(f.reference, f.drift.device);
+    if (!f.reference.empty()) reference = artifact::load_model(f.reference, device);
     const auto bars = data::load_bars(data::with_model_inputs(f.data.source, model.file.features));
     const auto report = eval::watch_drift(model, bars, f.drift, reference ? &*reference : nullptr, f.reference);
     std::printf("%s on %s (the newer half of each series' bars):\n%s", f.load_model.c_str(),

@@ -117,6 +117,9 @@ void save_model_file(const std::filesystem::path& path, const ModelFile& file) {
     append_prefixed(out, std::string(kResumePrefix) + "optimizer.", s.optimizer);
     append_prefixed(out, std::string(kResumePrefix) + "model.", s.current_weights);
     if (s.cpu_rng_state.defined()) out.tensors.emplace_back(std::string(kResumePrefix) + "rng.cpu", s.cpu_rng_state);
+    if (s.cuda_rng_state.defined()) {
+      out.tensors.emplace_back(std::string(kResumePrefix) + "rng.cuda", s.cuda_rng_state.to(at::kCPU));
+    }
   }
   io::save_tensor_file(path, out);
 }
@@ -277,6 +280,7 @@ ModelFile load_model_file(const std::filesystem::path& path) {
     s.current_weights = take_prefixed(in, std::string(kResumePrefix) + "model.");
     for (const auto& [name, t] : in.tensors) {
       if (name == std::string(kResumePrefix) + "rng.cpu") s.cpu_rng_state = t;
+      if (name == std::string(kResumePrefix) + "rng.cuda") s.cuda_rng_state = t;
     }
     file.training = std::move(s);
   }

@@ -35,7 +35,18 @@ LoadedModel load_model(const std::filesystem::path& path, c10::Device device, In
   return model_from_file(load_model_file(path), path.string(), device, int8_kernels);
 }
 
-LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Device device, Int8Kernels int8_kernels) {
+c10::Device serving_device(c10::Device device, const ModelFile& file, Int8Kernels int8_kernels) {
+  if (file.int8_weights && int8_kernels == Int8Kernels::integer) return c10::Device(c10::kCPU);
+  return device;
+}
+
+LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Device asked, Int8Kernels int8_kernels) {
+  const c10::Device device = serving_device(asked, file, int8_kernels);
+  std::string device_note;
+  if (device != asked) {
+    device_note = "on the CPU, where integer products run, not on " + asked.str() +
+                  " (--int8-kernels dequantized multiplies in float there)";
+  }
   // The initial weights are overwritten; building them draws from a stream of its own.
   auto model = model::build_model(file.options, 0);
   copy_weights_into(*model, file.weights, source);
@@ -46,8 +57,6 @@ LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Devi
     const std::string backend = quant::Int8Linear::unavailable_reason();
     if (int8_kernels == Int8Kernels::dequantized) {
       float_products_reason = "dequantized kernels were asked for";
-    } else if (!device.is_cpu()) {
-      float_products_reason = "integer products run on the CPU only";
     } else if (!backend.empty()) {
       float_products_reason = backend;
     } else {
@@ -55,7 +64,8 @@ LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Devi
     }
   }
   model->to(device);
-  return {std::move(file), std::move(model), integer_products, std::move(float_products_reason)};
+  return {std::move(file),        std::move(model), device,
+          std::move(device_note), integer_products, std::move(float_products_reason)};
 }
 
 std::string describe_int8_kernels(const LoadedModel& loaded) {
@@ -69,6 +79,7 @@ std::string describe_int8_kernels(const LoadedModel& loaded) {
             " more would saturate this CPU's kernel at " + std::to_string(loaded.file.options.activation_bits()) +
             "-bit activations; they stay in float)";
   }
+  if (!loaded.device_note.empty()) line += ", " + loaded.device_note;
   return line;
 }
 

@@ -26,7 +26,7 @@ DriftCheck check(const std::string& name, artifact::LoadedModel& model, const da
   DriftCheck c;
   c.name = name;
   c.windows = dataset.num_windows(data::Split::Validation);
-  auto evaluation = evaluate_for_desk(model.model, dataset, data::Split::Validation, options.batch_size, options.device,
+  auto evaluation = evaluate_for_desk(model.model, dataset, data::Split::Validation, options.batch_size, model.device,
                                       options.cost_bps);
   c.model = evaluation.metrics;
   c.desk = std::move(evaluation.desk);
@@ -98,7 +98,7 @@ DriftReport watch_drift(artifact::LoadedModel& model, const data::BarSet& recent
     ReferenceCheck r;
     r.file = reference_file;
     r.reference_loss = evaluate_model(reference->model, recent_windows(recent, reference->file),
-                                      data::Split::Validation, options.batch_size, options.device)
+                                      data::Split::Validation, options.batch_size, reference->device)
                            .loss;
     r.difference_pct = 100.0 * (report.overall.model.loss - r.reference_loss) / r.reference_loss;
     r.rollback = r.difference_pct > options.rollback_pct;

@@ -151,8 +151,8 @@ Forecaster Forecaster::load(const std::filesystem::path& path, const ForecasterO
   loaded.file.weights.clear();            // the model holds them; a second copy would double the memory
   loaded.file.quantized_weights.clear();  // likewise: the integer products hold their own
   loaded.file.training.reset();
-  return Forecaster(
-      std::make_shared<const State>(State{path.string(), std::move(loaded.file), loaded.model, device, kernels}));
+  return Forecaster(std::make_shared<const State>(
+      State{path.string(), std::move(loaded.file), loaded.model, loaded.device, kernels}));
 }
 
 Forecast Forecaster::forecast(const data::BarSeries& recent, std::span<const int64_t> future_timestamps_ns) const {

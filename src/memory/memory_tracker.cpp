@@ -26,6 +26,7 @@ constexpr size_t kHeaderBytes = 64;
 std::atomic<int64_t> g_current{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<bool> g_installed{false};
+std::atomic<int64_t> g_limit{0};  // 0: none
 
 void count_allocation(int64_t bytes) {
   const int64_t now = g_current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
@@ -52,6 +53,12 @@ class TrackingCpuAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     const c10::Device cpu(c10::DeviceType::CPU);
     if (n == 0) return {nullptr, nullptr, &tracked_delete, cpu};
+    const int64_t limit = g_limit.load(std::memory_order_relaxed);
+    if (limit > 0 && g_current.load(std::memory_order_relaxed) + static_cast<int64_t>(n) > limit) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory. Tried to allocate ", n, " bytes with ",
+                       g_current.load(std::memory_order_relaxed), " held under a limit of ", limit,
+                       " bytes (qtft::memory::set_cpu_memory_limit). ");
+    }
     char* base = static_cast<char*>(c10::alloc_cpu(n + kHeaderBytes));  // throws on OOM
     std::memcpy(base, &n, sizeof(n));
     void* data = base + kHeaderBytes;
@@ -119,6 +126,11 @@ void install_cpu_memory_tracking() {
   });
 }
 
+void set_cpu_memory_limit(int64_t bytes) {
+  if (bytes < 0) throw Error("set_cpu_memory_limit: a negative limit (" + std::to_string(bytes) + " bytes)");
+  g_limit.store(bytes, std::memory_order_relaxed);
+}
+
 bool cpu_memory_tracking_installed() { return g_installed.load(std::memory_order_acquire); }
 
 MemoryStats memory_stats(c10::Device device) {
@@ -126,13 +138,16 @@ MemoryStats memory_stats(c10::Device device) {
     if (!cpu_memory_tracking_installed()) {
       throw Error("memory_stats: CPU memory tracking is not installed; call install_cpu_memory_tracking() first");
     }
-    return {g_current.load(std::memory_order_relaxed), g_peak.load(std::memory_order_relaxed)};
+    const int64_t current = g_current.load(std::memory_order_relaxed), peak = g_peak.load(std::memory_order_relaxed);
+    return {current, peak, current, peak};
   }
   if (device.is_cuda()) {
     const c10::DeviceIndex index = cuda_index(device, "memory_stats");
     const auto stats = cuda_allocator("memory_stats", device)->getDeviceStats(index);
-    const auto& bytes = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
-    return {bytes.current, bytes.peak};
+    const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    const auto& allocated = stats.allocated_bytes[aggregate];
+    const auto& reserved = stats.reserved_bytes[aggregate];
+    return {allocated.current, allocated.peak, reserved.current, reserved.peak};
   }
   throw_unsupported(device, "memory_stats");
 }

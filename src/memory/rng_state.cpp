@@ -2,9 +2,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
+#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 
 namespace qtft::memory {
 namespace {
@@ -38,26 +40,78 @@ RngState RngState::capture_like(const RngState& other) {
   return capture(devices);
 }
 
-CpuRandomStream::CpuRandomStream(uint64_t seed) : state_(at::make_generator<at::CPUGeneratorImpl>(seed).get_state()) {}
+namespace {
 
-void CpuRandomStream::set_state(const at::Tensor& state) {
-  // Checked by a throwaway generator, so a malformed state fails here and not mid-run.
-  at::make_generator<at::CPUGeneratorImpl>().set_state(state);
-  state_ = state.clone();
+// A generator's state after seeding it with `seed`, leaving the generator as it was.
+at::Tensor seeded_state(at::Generator generator, uint64_t seed) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  const at::Tensor callers = generator.get_state();
+  generator.set_current_seed(seed);  // CUDA: also starts the Philox offset at 0
+  at::Tensor seeded = generator.get_state();
+  generator.set_state(callers);
+  return seeded;
 }
 
-void CpuRandomStream::run(const std::function<void()>& fn) {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  struct PutBack {
-    at::Generator generator;
-    at::Tensor callers;
-    at::Tensor& ours;
-    ~PutBack() {
-      ours = state_of(generator);
-      set_state_of(generator, callers);
+// Sets `state` on `generator` for the duration of a call, then keeps what the call left in
+// `ours` and puts the generator's own state back, however the call ends.
+class Lent {
+ public:
+  Lent(at::Generator generator, at::Tensor& ours)
+      : generator_(std::move(generator)), callers_(state_of(generator_)), ours_(ours) {
+    set_state_of(generator_, ours_);
+  }
+  ~Lent() {
+    try {
+      ours_ = state_of(generator_);
+    } catch (const c10::Error&) {
+      // Out of memory for the state's copy while a failed call unwinds: ours stays as it was
+      // before the call, which is what a caller that retries the call wants anyway.
     }
-  } put_back{generator, state_of(generator), state_};
-  set_state_of(generator, state_);
+    set_state_of(generator_, callers_);
+  }
+  Lent(const Lent&) = delete;
+  Lent& operator=(const Lent&) = delete;
+
+ private:
+  at::Generator generator_;
+  at::Tensor callers_;
+  at::Tensor& ours_;
+};
+
+at::Generator cuda_generator(c10::Device device) {
+  // The index LibTorch's kernels use for a tensor on "cuda" without one is the current device.
+  if (!device.has_index()) device = c10::Device(c10::kCUDA, 0);
+  return at::globalContext().defaultGenerator(device);
+}
+
+}  // namespace
+
+RandomStream::RandomStream(uint64_t seed, c10::Device device)
+    : device_(device), cpu_state_(at::make_generator<at::CPUGeneratorImpl>(seed).get_state()) {
+  if (device_.is_cuda()) cuda_state_ = seeded_state(cuda_generator(device_), seed);
+}
+
+void RandomStream::set_state(const at::Tensor& state) {
+  // Checked by a throwaway generator, so a malformed state fails here and not mid-run.
+  at::make_generator<at::CPUGeneratorImpl>().set_state(state);
+  cpu_state_ = state.clone();
+}
+
+void RandomStream::set_cuda_state(const at::Tensor& state) {
+  if (!device_.is_cuda()) return;
+  // Checked on the device's generator itself, which is then put back as it was.
+  at::Generator generator = cuda_generator(device_);
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  const at::Tensor callers = generator.get_state();
+  generator.set_state(state);
+  generator.set_state(callers);
+  cuda_state_ = state.clone();
+}
+
+void RandomStream::run(const std::function<void()>& fn) {
+  Lent cpu(at::detail::getDefaultCPUGenerator(), cpu_state_);
+  std::optional<Lent> cuda;
+  if (device_.is_cuda()) cuda.emplace(cuda_generator(device_), cuda_state_);
   fn();
 }
 

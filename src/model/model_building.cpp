@@ -45,7 +45,7 @@ TftOptions model_options_for(const data::Dataset& dataset, const Architecture& a
 TemporalFusionTransformer build_model(const TftOptions& options, uint64_t seed) {
   options.validate();
   TemporalFusionTransformer model{nullptr};
-  memory::CpuRandomStream(seed).run([&] { model = TemporalFusionTransformer(options); });
+  memory::RandomStream(seed).run([&] { model = TemporalFusionTransformer(options); });
   return model;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "qtft/memory/block_checkpointing.h"
+#include "qtft/model/dropout.h"
 #include "qtft/model/grouped_variables.h"
 #include "qtft/quant/detail/weight_fake_quant.h"
 
@@ -245,6 +246,24 @@ std::vector<at::Tensor> TemporalFusionTransformerImpl::lstm_step(const torch::nn
                                                                  const at::Tensor& h, const at::Tensor& c,
                                                                  at::TensorList weights) {
   const auto& lo = lstm->options;
+  if (input.is_cuda() && is_training() && lo.num_layers() > 1 && lo.dropout() > 0.0 && !lo.bidirectional()) {
+    // cuDNN draws the dropout between layers from a state of its own, re-seeded whenever the
+    // CUDA generator's state is set, as a checkpoint's recompute does before it replays: the
+    // replay would drop other units than the forward did. One layer at a time, the dropout
+    // between them drawn from the CUDA generator, which the recompute restores.
+    const size_t per_layer = weights.size() / static_cast<size_t>(lo.num_layers());
+    at::Tensor x = input;
+    std::vector<at::Tensor> hs, cs;
+    for (int64_t l = 0; l < lo.num_layers(); ++l) {
+      auto [out, h_l, c_l] = at::lstm(x, {h.narrow(0, l, 1), c.narrow(0, l, 1)},
+                                      weights.slice(static_cast<size_t>(l) * per_layer, per_layer), lo.bias(), 1, 0.0,
+                                      true, false, lo.batch_first());
+      hs.push_back(h_l);
+      cs.push_back(c_l);
+      x = l + 1 < lo.num_layers() ? apply_dropout(out, lo.dropout(), true, nullptr) : out;
+    }
+    return {x, at::cat(hs), at::cat(cs)};
+  }
   auto [output, h_out, c_out] = at::lstm(input, {h, c}, weights, lo.bias(), lo.num_layers(), lo.dropout(),
                                          is_training(), lo.bidirectional(), lo.batch_first());
   return {output, h_out, c_out};
@@ -292,6 +311,11 @@ void TemporalFusionTransformerImpl::check_inputs(const at::Tensor& observed, con
   TORCH_CHECK(observed.is_floating_point() && known.scalar_type() == observed.scalar_type(),
               "TemporalFusionTransformer: expected floating-point observed and known of one dtype, got ",
               observed.scalar_type(), " and ", known.scalar_type());
+  // A model not yet on its inputs' device (or the reverse) would fail deep in some kernel.
+  const c10::Device device = symbol_embedding->weight.device();
+  TORCH_CHECK(observed.device() == device && known.device() == device && symbol.device() == device,
+              "TemporalFusionTransformer: the model is on ", device, " and its inputs on ", observed.device(), ", ",
+              known.device(), " and ", symbol.device(), ": move the model (model->to(device)) before running it");
   const int64_t s = o.num_static();
   // Without statics, none or an empty [B, 0] (a batch's).
   TORCH_CHECK((s == 0 && (!statics.defined() || statics.numel() == 0)) ||

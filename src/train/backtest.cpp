@@ -361,7 +361,7 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     data::BacktestForecastWriter part(part_path(o.output, k).string(), rows.rows().quantiles);
     eval::ExplanationAccumulator explanation(dataset.spec(), dataset.options());
     const auto evaluation = eval::evaluate_windows_for_desk(loaded.model, dataset, data::Split::All, windows,
-                                                            o.forecast_batch_size, o.setup.device, o.cost_bps,
+                                                            o.forecast_batch_size, loaded.device, o.cost_bps,
                                                             [&](const data::Batch& batch, const model::TftOutput& out) {
                                                               rows.add(batch, out);
                                                               explanation.add(out);

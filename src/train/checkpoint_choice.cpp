@@ -15,7 +15,8 @@ std::string measured_list(const CheckpointChoice& choice) {
     } else {
       text.append("with ").append(memory::checkpoint_policy_name(policy));
     }
-    text.append(" ").append(format_bytes(static_cast<uint64_t>(step.total_peak_bytes)));
+    text.append(" ").append(step.out_of_memory ? "out of memory"
+                                               : format_bytes(static_cast<uint64_t>(step.total_peak_bytes)));
   }
   return text;
 }
@@ -34,7 +35,8 @@ CheckpointChoice choose_checkpoint_policy(const model::TftOptions& options, uint
   for (CheckpointPolicy policy : {CheckpointPolicy::None, CheckpointPolicy::Blocks, CheckpointPolicy::Lstm}) {
     const StepMemory step = measure_training_step(options, seed, batch, train, policy, device, /*timed_steps=*/0);
     choice.measured.emplace_back(policy, step);
-    if (step.total_peak_bytes <= budget_bytes) {
+    // Under --gpu-memory-limit a step that does not fit runs out of memory before its peak.
+    if (!step.out_of_memory && step.total_peak_bytes <= budget_bytes) {
       choice.policy = policy;
       return choice;
     }

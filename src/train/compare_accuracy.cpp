@@ -155,6 +155,7 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
       return {phase.model, compared("", how, std::move(val))};
     }
     auto model = model::build_model(qat_options, o.train.seed);
+    model->to(o.device);  // calibration runs it on the device
     train::calibrate_observers(model, dataset, o.qat.calibration_batches, o.train.batch_size, o.train.seed, o.device,
                                {}, resolve_observer_update(update, 1));
     auto options = train;
@@ -174,18 +175,22 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
   frozen_row.name = "qat_frozen";
   rows.push_back(frozen_row);
 
-  log("[4/6] int8: the two-phase QAT model exported to an int8 file and run with integer products");
+  log("[4/6] int8: the two-phase QAT model exported to an int8 file and run with integer products on the CPU");
   {
     const TemporaryFile file("qtft-compare-int8");
     const artifact::ModelFile exported{qat_options, dataset.spec(), dataset.options(),
                                        artifact::named_weights(*qat_frozen), std::nullopt};
     artifact::export_int8_file(exported, "the two-phase QAT model", file.path);
-    auto int8 = artifact::load_model(file.path, o.device);
+    // Integer products run on the CPU, where a deployed int8 file runs them; the QAT model
+    // it is compared against runs there too (it trained on o.device, and stays its row's).
+    const c10::Device cpu(c10::kCPU);
+    auto int8 = artifact::load_model(file.path, cpu);
+    qat_frozen->to(cpu);
     auto agreement = eval::compare_int8_to_fake_quant(qat_frozen, int8, dataset, data::Split::Validation,
-                                                      o.train.eval_batch_size, o.device);
+                                                      o.train.eval_batch_size, cpu);
     auto row = compared(
         "int8", "qat_frozen exported to int8",
-        eval::evaluate_for_desk(int8.model, dataset, data::Split::Validation, o.train.eval_batch_size, o.device, 0.0));
+        eval::evaluate_for_desk(int8.model, dataset, data::Split::Validation, o.train.eval_batch_size, cpu, 0.0));
     row.int8 = agreement;
     rows.push_back(std::move(row));
   }

@@ -100,6 +100,12 @@ TrainingOutcome run_training(const TrainingRequest& request, TrainingEvents& eve
   if (outcome.leader) {
     if (outcome.result.interrupted) {
       save(request.save_model.empty() ? std::filesystem::path(kInterruptedCheckpoint) : request.save_model);
+      if (!outcome.result.out_of_memory.empty()) {
+        // Saved as on a stop; the run ends as an error that says where to go on from.
+        const std::string path = outcome.saved_to.string();
+        throw Error(outcome.result.out_of_memory + "; the run so far is saved in " + path +
+                    " (qtft train --resume --load-model " + path + " continues it)");
+      }
     } else {
       if (!request.save_model.empty()) save(request.save_model);
       outcome.metrics = metrics_document(outcome, file.options, request.source);

@@ -23,9 +23,9 @@
 namespace qtft::train {
 namespace {
 
-// Puts the global random state back when the measurement ends, however it ends.
-// build_model seeds the CPU generator and every CUDA one (torch::manual_seed), and dropout
-// draws from them, so all of them are saved, not only the measured device's.
+// Puts the global random state back when the measurement ends, however it ends. The
+// measured steps' dropout draws from the process's generators (the CPU one, and the
+// device's CUDA one), so all of them are saved, not only the measured device's.
 class RandomStateGuard {
  public:
   RandomStateGuard() : saved_(memory::RngState::capture(cuda_devices())) {}
@@ -148,31 +148,44 @@ StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed
 
   StepMemory r;
   const int64_t before_model = current_bytes(device);
+  memory::reset_peak(device);
   auto model = model::build_model(options, seed);
   model->set_checkpoint_policy(policy);
-  model->to(device);
-  model->train();
   FusedAdam adam(model->parameters(), torch::optim::AdamOptions(train.learning_rate).weight_decay(train.weight_decay));
-  const auto on_device = batch_on(batch, device);
+  int64_t baseline = before_model;
+  const auto record = [&] {
+    const auto stats = memory::memory_stats(device);
+    r.weights_bytes = parameter_bytes(*model);
+    r.gradients_bytes = gradient_bytes(*model);
+    r.optimizer_bytes = adam_state_bytes(adam);
+    r.observer_bytes = observer_bytes(*model);
+    r.activation_peak_bytes = stats.peak_bytes - baseline;
+    r.total_peak_bytes = stats.peak_bytes - before_model;
+    r.reserved_peak_bytes = device.is_cuda() ? stats.peak_reserved_bytes : r.total_peak_bytes;
+  };
+  double measured_seconds = 0.0;
+  data::Batch on_device;
+  try {
+    model->to(device);
+    model->train();
+    on_device = batch_on(batch, device);
 
-  training_step(model, adam, on_device, train.clip_norm, device);
-  synchronize(device);
+    training_step(model, adam, on_device, train.clip_norm, device);
+    synchronize(device);
 
-  const int64_t baseline = current_bytes(device);
-  memory::reset_peak(device);
-  const auto measured_start = std::chrono::steady_clock::now();
-  training_step(model, adam, on_device, train.clip_norm, device);
-  synchronize(device);
-  const double measured_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - measured_start).count();
-  const int64_t peak = memory::memory_stats(device).peak_bytes;
-
-  r.weights_bytes = parameter_bytes(*model);
-  r.gradients_bytes = gradient_bytes(*model);
-  r.optimizer_bytes = adam_state_bytes(adam);
-  r.observer_bytes = observer_bytes(*model);
-  r.activation_peak_bytes = peak - baseline;
-  r.total_peak_bytes = peak - before_model;
+    baseline = current_bytes(device);
+    memory::reset_peak(device);
+    const auto measured_start = std::chrono::steady_clock::now();
+    training_step(model, adam, on_device, train.clip_norm, device);
+    synchronize(device);
+    measured_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - measured_start).count();
+    record();
+  } catch (const c10::OutOfMemoryError&) {
+    // What fits is the question: "does not" is an answer, with the peak it reached.
+    record();
+    r.out_of_memory = true;
+    return r;
+  }
 
   std::vector<double> seconds;
   for (int s = 0; s < timed_steps; ++s) {
@@ -187,6 +200,7 @@ StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed
 }
 
 double MemoryReport::step_time_ratio() const {
+  if (without.out_of_memory || with.out_of_memory) return 0.0;
   return without.step_seconds > 0 ? with.step_seconds / without.step_seconds : 0.0;
 }
 
@@ -208,7 +222,9 @@ nlohmann::json to_json(const StepMemory& s) {
           {"observer_bytes", s.observer_bytes},
           {"activation_peak_bytes", s.activation_peak_bytes},
           {"total_peak_bytes", s.total_peak_bytes},
-          {"step_seconds", s.step_seconds}};
+          {"reserved_peak_bytes", s.reserved_peak_bytes},
+          {"step_seconds", s.step_seconds},
+          {"out_of_memory", s.out_of_memory}};
 }
 
 nlohmann::json to_json(const MemoryReport& r) {
@@ -246,9 +262,21 @@ std::string format_memory_report(const MemoryReport& r) {
   bytes_row("QAT observers", r.without.observer_bytes, r.with.observer_bytes);
   bytes_row("activation peak", r.without.activation_peak_bytes, r.with.activation_peak_bytes);
   bytes_row("total peak", r.without.total_peak_bytes, r.with.total_peak_bytes);
+  // CUDA's caching allocator reserves more than it hands out; on the CPU the two are one.
+  if (r.without.reserved_peak_bytes != r.without.total_peak_bytes ||
+      r.with.reserved_peak_bytes != r.with.total_peak_bytes) {
+    bytes_row("reserved peak", r.without.reserved_peak_bytes, r.with.reserved_peak_bytes);
+  }
+  const bool any_out_of_memory = r.without.out_of_memory || r.with.out_of_memory;
   char ratio[32];
   std::snprintf(ratio, sizeof ratio, "%.2fx", r.step_time_ratio());
-  row("step time", format_seconds(r.without.step_seconds), format_seconds(r.with.step_seconds), ratio);
+  const auto seconds = [](const StepMemory& s) {
+    return s.out_of_memory ? "out of memory" : format_seconds(s.step_seconds);
+  };
+  row("step time", seconds(r.without), seconds(r.with), any_out_of_memory ? "-" : ratio);
+  if (any_out_of_memory) {
+    out += "(a step that ran out of memory shows the peaks it reached before it failed)\n";
+  }
   return out;
 }
 

@@ -24,7 +24,8 @@ void TrainOptions::validate() const {
   if (!(freeze_observers_after_epochs >= 0)) throw UsageError("--qat-live-epochs must not be negative");
   if (!(plateau_factor > 0 && plateau_factor < 1)) throw UsageError("the plateau factor must be in (0, 1)");
   if (checkpoint_policy == memory::CheckpointPolicy::Auto && memory_budget_bytes <= 0) {
-    throw UsageError("--checkpoint-policy auto needs --memory-budget SIZE (such as 4GiB): the peak to fit in");
+    throw UsageError(
+        "--checkpoint-policy auto needs --memory-budget SIZE (such as 4GiB) or --gpu-memory-limit: the peak to fit in");
   }
   if (checkpoint_policy != memory::CheckpointPolicy::Auto && memory_budget_bytes > 0) {
     throw UsageError("--memory-budget is only used by --checkpoint-policy auto");

@@ -10,9 +10,11 @@
 #include <set>
 
 #include "qtft/common/error.h"
+#include "qtft/common/format.h"
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
 #include "qtft/dist/ranks.h"
+#include "qtft/memory/device_settings.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/detail/checkpoint_choice.h"
@@ -24,6 +26,12 @@ namespace qtft::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A step that ran out of memory, on its way from train_step to fit, which ends the run with it.
+class StepOutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -47,7 +55,7 @@ nlohmann::json epoch_json(const EpochSummary& s) {
 // A saved training state fits the model it resumes: every parameter's Adam moments with
 // its shape, consistent counters, a valid generator state. Throws qtft::Error listing what
 // does not, before the trainer changes anything.
-void check_resume_state(const torch::nn::Module& model, const artifact::TrainingState& saved) {
+void check_resume_state(const torch::nn::Module& model, const artifact::TrainingState& saved, c10::Device device) {
   std::map<std::string, at::Tensor> moments(saved.optimizer.begin(), saved.optimizer.end());
   std::string problems;
   std::set<std::string> expected;
@@ -81,11 +89,20 @@ void check_resume_state(const torch::nn::Module& model, const artifact::Training
   }
   if (saved.cpu_rng_state.defined()) {
     try {
-      memory::CpuRandomStream(0).set_state(saved.cpu_rng_state);
+      memory::RandomStream(0).set_state(saved.cpu_rng_state);
     } catch (const c10::Error&) {
       throw Error("resume state: resume.rng.cpu is not a random generator state (" +
                   std::string(c10::toString(saved.cpu_rng_state.scalar_type())) + " " +
                   c10::str(saved.cpu_rng_state.sizes()) + ")");
+    }
+  }
+  if (saved.cuda_rng_state.defined() && device.is_cuda()) {
+    try {
+      memory::RandomStream(0, device).set_cuda_state(saved.cuda_rng_state);
+    } catch (const c10::Error&) {
+      throw Error("resume state: resume.rng.cuda is not a CUDA random generator state (" +
+                  std::string(c10::toString(saved.cuda_rng_state.scalar_type())) + " " +
+                  c10::str(saved.cuda_rng_state.sizes()) + ")");
     }
   }
 }
@@ -98,7 +115,7 @@ Trainer::Trainer(model::TemporalFusionTransformer model, std::shared_ptr<const d
       dataset_(std::move(dataset)),
       options_(std::move(options)),
       device_(device),
-      random_(options_.seed) {
+      random_(options_.seed, device) {
   if (!dataset_) throw Error("Trainer: no dataset");
   options_.validate();
   model_->to(device_);
@@ -136,7 +153,7 @@ void Trainer::set_learning_rate(double lr) {
 }
 
 void Trainer::resume_from(const artifact::TrainingState& saved, const artifact::NamedTensors& best_weights) {
-  check_resume_state(*model_, saved);  // a malformed state leaves the trainer as it was
+  check_resume_state(*model_, saved, device_);  // a malformed state leaves the trainer as it was
   std::map<std::string, at::Tensor> moments(saved.optimizer.begin(), saved.optimizer.end());
   artifact::copy_weights_into(*model_, saved.current_weights, "resume state");  // checks all, then copies
   auto& states = optimizer_->state();
@@ -156,6 +173,8 @@ void Trainer::resume_from(const artifact::TrainingState& saved, const artifact::
   state_.finished = false;
   set_learning_rate(saved.learning_rate);
   if (saved.cpu_rng_state.defined()) random_.set_state(saved.cpu_rng_state);
+  // Saved on another kind of device (or before qtft kept it): the seed's CUDA stream stays.
+  if (saved.cuda_rng_state.defined()) random_.set_cuda_state(saved.cuda_rng_state);
   best_weights_ = best_weights;
 }
 
@@ -169,6 +188,7 @@ void Trainer::continue_after(const artifact::TrainingState& earlier) {
   state_.global_step = earlier.global_step;
   state_.history = earlier.history;
   if (earlier.cpu_rng_state.defined()) random_.set_state(earlier.cpu_rng_state);
+  if (earlier.cuda_rng_state.defined()) random_.set_cuda_state(earlier.cuda_rng_state);
 }
 
 artifact::TrainingState Trainer::state() const {
@@ -185,6 +205,7 @@ artifact::TrainingState Trainer::state() const {
     s.optimizer.emplace_back(p.key() + ".step", at::scalar_tensor(st.step(), at::kLong));
   }
   s.cpu_rng_state = random_.state();
+  if (random_.cuda_state().defined()) s.cuda_rng_state = random_.cuda_state();
   return s;
 }
 
@@ -200,11 +221,22 @@ dist::Ranks::StepOutcome Trainer::train_step(const std::vector<size_t>& indices,
     state_before = training_state_bytes(*model_, *optimizer_);
     memory::reset_peak(device_);
   }
-  auto batch = data::make_batch(*dataset_, data::Split::Train, indices);
   at::Tensor loss;
+  double value = 0.0;
   const auto average = ranks_.gradient_averaging(*model_);
-  random_.run([&] { loss = training_step(model_, *optimizer_, batch, options_.clip_norm, device_, average); });
-  const double value = loss.item<double>();  // waits for the step on CUDA
+  // A copy of the handles, not of the states: a step leaves the stream new tensors, so these
+  // stay as they were, and putting them back allocates nothing (there may be nothing left).
+  const memory::RandomStream stream_before = random_;
+  try {
+    const auto batch = data::make_batch(*dataset_, data::Split::Train, indices);
+    random_.run([&] { loss = training_step(model_, *optimizer_, batch, options_.clip_norm, device_, average); });
+    value = loss.item<double>();  // waits for the step on CUDA, where its errors surface
+  } catch (const c10::OutOfMemoryError& e) {
+    // Not taken: a run resumed from the checkpoint takes this step again, with its masks.
+    random_ = stream_before;
+    optimizer_->zero_grad();
+    throw StepOutOfMemory(e.what_without_backtrace());
+  }
   const auto outcome = ranks_.end_step(*model_, value, stop_requested);
   epoch_collectives_ += ranks_.collectives() - collectives_before;
   if (track_memory_) {
@@ -256,6 +288,26 @@ bool Trainer::end_epoch(EpochSummary& s, const std::function<bool()>& stop_reque
   return true;
 }
 
+std::string Trainer::out_of_memory_message(int64_t epoch, size_t batch, const std::string& cause) const {
+  std::string where = "out of memory on " + device_.str() + " in epoch " + std::to_string(epoch) + ", batch " +
+                      std::to_string(batch) + " (step " + std::to_string(state_.global_step + 1) + ")";
+  if (track_memory_) {
+    const auto stats = memory::memory_stats(device_);
+    where += ": allocated peak " + format_bytes(static_cast<uint64_t>(stats.peak_bytes));
+    if (device_.is_cuda()) where += ", reserved peak " + format_bytes(static_cast<uint64_t>(stats.peak_reserved_bytes));
+    if (const int64_t limit = memory::gpu_memory_limit(device_); limit > 0) {
+      where += " under --gpu-memory-limit " + format_bytes(static_cast<uint64_t>(limit));
+    }
+  }
+  // LibTorch's message is a paragraph (on fragmentation, on the allocator's settings); its
+  // first two sentences say what failed and how much was asked for.
+  const size_t first_end = cause.find(". ");
+  const size_t second_end = first_end == std::string::npos ? first_end : cause.find(". ", first_end + 2);
+  const std::string what = cause.substr(0, second_end);
+  return where + " (" + what + "); try --use-gradient-checkpointing, a smaller --batch-size" +
+         (device_.is_cuda() ? " or a larger --gpu-memory-limit" : "");
+}
+
 void Trainer::set_data_parallel(std::shared_ptr<dist::Collective> group) { ranks_ = dist::Ranks(std::move(group)); }
 
 TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>& stop_requested) {
@@ -300,7 +352,14 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
       std::vector<size_t> indices = epoch_order.slice(first, end);
       const size_t global_first = b * global_batch;
       const auto global_size = static_cast<int64_t>(std::min(global_first + global_batch, windows) - global_first);
-      const auto step = train_step(indices, stop_requested && stop_requested());
+      dist::Ranks::StepOutcome step;
+      try {
+        step = train_step(indices, stop_requested && stop_requested());
+      } catch (const StepOutOfMemory& e) {
+        result.out_of_memory = out_of_memory_message(epoch, b + 1, e.what());
+        result.interrupted = true;
+        break;
+      }
       const double loss = step.mean_loss;
       if (!std::isfinite(loss)) {
         throw Error("training diverged: the loss became " + std::to_string(loss) + " at epoch " +

@@ -268,6 +268,9 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
     const auto options = model::model_options_for(*run.dataset, setup.architecture, setup.qat.use_qat,
                                                   setup.qat.weight_bits, setup.qat.activation_bits);
     run.model = model::build_model(options, setup.train.seed);
+    // Built on the CPU (the same initial weights on every device); on its device before
+    // anything runs it, calibration first.
+    run.model->to(setup.device);
   }
   events.model_ready(run.model, setup.train);
   // An update keeps learning the ranges: the observers' moving averages go on from the file.

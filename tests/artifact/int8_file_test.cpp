@@ -225,6 +225,21 @@ TEST_F(MalformedInt8File, ValueOutsideTheWeightRange) {
                  "tensor " + weight_ + " holds values outside [-127, 127]");
 }
 
+TEST(Int8File, IntegerProductsStayOnTheCpuWhenAGpuIsAskedFor) {
+  // Decided from the file before any CUDA work, so it holds on a machine without a GPU.
+  auto e = export_tiny(8, 8, 7);
+  const c10::Device gpu(c10::kCUDA, 0);
+  auto int8 = load_model(e->int8_path, gpu);
+  EXPECT_EQ(int8.device, kCpu);
+  EXPECT_GT(int8.integer_products.products.in_use, 0);
+  EXPECT_THAT(describe_int8_kernels(int8), HasSubstr(", on the CPU, where integer products run, not on cuda:0"));
+  auto qat = load_model(e->qat_path, kCpu);
+  EXPECT_EQ(qat.device, kCpu);
+  EXPECT_TRUE(qat.device_note.empty());
+  EXPECT_EQ(serving_device(gpu, qat.file, Int8Kernels::integer), gpu);
+  EXPECT_EQ(serving_device(gpu, int8.file, Int8Kernels::dequantized), gpu);
+}
+
 TEST(Int8File, FourBitNibbleOfMinusEightIsRefused) {
   auto e = export_tiny(4);
   auto file = io::load_tensor_file(e->int8_path);

@@ -1,5 +1,6 @@
 // Model files: everything saved comes back exactly, and a reloaded model forecasts the
 // same bits.
+#include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include "qtft/artifact/model_loading.h"
 #include "qtft/data/batch.h"
 #include "qtft/io/safetensors.h"
+#include "qtft/memory/rng_state.h"
 #include "qtft/model/model_building.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"
@@ -41,6 +43,28 @@ TEST(ModelFile, ReloadedModelPredictsBitIdenticalOutputs) {
   EXPECT_EQ(loaded.file.features.symbols, d.spec().symbols);
   EXPECT_EQ(loaded.file.dataset.encoder_length, 12);
   EXPECT_FALSE(loaded.file.training.has_value());
+}
+
+TEST(ModelFile, KeepsBothRandomStreamsOfATrainingState) {
+  // A run on a GPU draws dropout from the device's CUDA generator: --resume needs its state
+  // too (16 bytes there, seed and offset; any bytes do for the file).
+  auto d = test::tiny_dataset();
+  auto options = test::tiny_model_options(d);
+  auto model = model::build_model(options, 3);
+  TrainingState state;
+  state.cpu_rng_state = memory::RandomStream(11).state();
+  state.cuda_rng_state = at::arange(16, at::kByte);
+  test::TempDir dir;
+  auto path = dir.file("m.safetensors");
+  save_model_file(path, {options, d.spec(), d.options(), named_weights(*model), state});
+  const auto loaded = load_model_file(path);
+  ASSERT_TRUE(loaded.training.has_value());
+  EXPECT_TRUE(at::equal(loaded.training->cpu_rng_state, state.cpu_rng_state));
+  EXPECT_TRUE(at::equal(loaded.training->cuda_rng_state, state.cuda_rng_state));
+  // A CPU run's file has no CUDA stream.
+  state.cuda_rng_state = at::Tensor();
+  save_model_file(path, {options, d.spec(), d.options(), named_weights(*model), state});
+  EXPECT_FALSE(load_model_file(path).training->cuda_rng_state.defined());
 }
 
 TEST(ModelFile, WeightsThatDoNotFitAreListed) {

@@ -31,6 +31,19 @@ TEST(Cli, HelpForEveryCommandExitsZero) {
   }
 }
 
+// run_qtft runs the commands that take --device on the CPU (test::on_the_cpu); its list is
+// theirs: every command whose help shows --device is on it, and no other.
+TEST(Cli, DeviceFlagIsTakenByTheCommandsPinnedToTheCpu) {
+  test::TempDir dir;
+  for (std::string cmd :
+       {"make-data", "prepare", "convert", "inspect", "train", "evaluate", "predict", "forecast", "explain", "quantize",
+        "export-int8", "memory-report", "diff", "watch", "backtest", "report"}) {
+    auto run = qtft(dir, cmd + " --help");
+    ASSERT_EQ(run.exit_code, 0) << cmd << "\n" << run.err;
+    EXPECT_EQ(run.out.find("--device") != std::string::npos, test::takes_device_flag(cmd)) << cmd;
+  }
+}
+
 TEST(Cli, UsageErrorsExitTwo) {
   test::TempDir dir;
   EXPECT_EQ(qtft(dir, "").exit_code, 2);

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -35,6 +36,27 @@ class TrainCli : public ::testing::Test {
   test::TempDir dir_;
   std::string data_;
 };
+
+TEST_F(TrainCli, DeterministicModeChangesNoBitOnTheCpu) {
+  // The GPU's deterministic algorithms: on the CPU, qtft's kernels are deterministic already.
+  const auto plain = train("plain.safetensors", " --use-qat");
+  const auto deterministic = train("deterministic.safetensors", " --use-qat --deterministic");
+  auto diff = run_qtft(dir_, "diff " + plain + " " + deterministic);
+  EXPECT_EQ(diff.exit_code, 0) << diff.out;
+}
+
+TEST_F(TrainCli, AGpuMemoryLimitWithoutAGpuIsAUsageErrorOfOneLine) {
+  // On the CPU the limit would limit nothing: refused before the data loads, not ignored.
+  for (const char* command : {"train", "memory-report"}) {
+    auto run = run_qtft(dir_, std::string(command) + " --device cpu --gpu-memory-limit 4GiB --parquet-file " + data_);
+    EXPECT_EQ(run.exit_code, 2) << command << ": " << run.err;
+    EXPECT_THAT(run.err, HasSubstr("--gpu-memory-limit limits a CUDA GPU's memory, and this run is on cpu"));
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+  auto malformed = run_qtft(dir_, "train --device cpu --gpu-memory-limit lots --parquet-file " + data_);
+  EXPECT_EQ(malformed.exit_code, 2) << malformed.err;
+  EXPECT_THAT(malformed.err, HasSubstr("--gpu-memory-limit"));
+}
 
 TEST_F(TrainCli, MetricsJsonHasTheDocumentedKeys) {
   auto json_path = dir_.file("metrics.json");

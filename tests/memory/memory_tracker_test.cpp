@@ -108,6 +108,28 @@ TEST_F(MemoryTracker, PeakKeepsTheHighWaterMarkUntilReset) {
   EXPECT_EQ(memory_stats(kCpu).peak_bytes, base + 4096);
 }
 
+TEST_F(MemoryTracker, ALimitRefusesWhatWouldPassItAsCudaDoes) {
+  struct Lifted {
+    ~Lifted() { set_cpu_memory_limit(0); }
+  } lifted;
+  const int64_t base = cpu_current();
+  set_cpu_memory_limit(base + (1 << 20));
+  at::Tensor fits = at::empty({1 << 18}, at::kFloat);  // exactly 1 MiB: up to the limit
+  EXPECT_EQ(cpu_current(), base + (1 << 20));
+  EXPECT_THROW(at::empty({1}, at::kFloat), c10::OutOfMemoryError);
+  EXPECT_EQ(cpu_current(), base + (1 << 20)) << "a refused block is not counted";
+  set_cpu_memory_limit(0);
+  at::Tensor more = at::empty({1024}, at::kFloat);
+  EXPECT_EQ(cpu_current(), base + (1 << 20) + 4096);
+  EXPECT_THROW(set_cpu_memory_limit(-1), Error);
+}
+
+TEST_F(MemoryTracker, OnTheCpuReservedIsWhatIsHeld) {
+  const auto stats = memory_stats(kCpu);
+  EXPECT_EQ(stats.reserved_bytes, stats.current_bytes);
+  EXPECT_EQ(stats.peak_reserved_bytes, stats.peak_bytes);
+}
+
 TEST_F(MemoryTracker, ZeroSizeTensorsWork) {
   const int64_t before = cpu_current();
   {

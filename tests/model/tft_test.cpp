@@ -251,6 +251,10 @@ TEST(TftTest, BadInputsSayWhatWasExpected) {
   EXPECT_THAT(test::error_message([&] { model(in.observed, in.known, in.symbol + 1); }),
               HasSubstr("symbol ids must be in [0, 2), got values in [1, 2]"));
   EXPECT_THROW(TemporalFusionTransformer(TftOptions(2, 3, 2, 6, 4).hidden_size(10)), UsageError);
+  // Inputs on another device than the model (meta stands in for a GPU here): said at once.
+  const auto meta = [](const at::Tensor& t) { return at::empty(t.sizes(), t.options().device(at::kMeta)); };
+  EXPECT_THAT(test::error_message([&] { model(meta(in.observed), meta(in.known), meta(in.symbol)); }),
+              HasSubstr("the model is on cpu and its inputs on meta, meta and meta: move the model"));
 }
 
 TEST(TftTest, RunsInDoublePrecision) {

@@ -11,6 +11,7 @@
 #include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/data/batch.h"
+#include "qtft/memory/memory_tracker.h"
 #include "qtft/model/model_building.h"
 #include "qtft/train/step_memory.h"
 #include "support/tiny_model.h"
@@ -107,6 +108,32 @@ TEST(StepMemory, CheckpointingLowersTheActivationPeak) {
     EXPECT_LT(with.total_peak_bytes, none.total_peak_bytes) << memory::checkpoint_policy_name(policy);
     EXPECT_EQ(with.weights_bytes, none.weights_bytes);
   }
+}
+
+TEST(StepMemory, AStepThatRunsOutOfMemoryIsAnAnswerNotAnError) {
+  const auto d = test::tiny_dataset();
+  const auto batch = tiny_batch(d);
+  const auto fits = measure_training_step(test::tiny_model_options(d), 7, batch, test::tiny_train_options(),
+                                          CheckpointPolicy::None, kCpu, 1);
+  EXPECT_FALSE(fits.out_of_memory);
+  EXPECT_EQ(fits.reserved_peak_bytes, fits.total_peak_bytes);
+  StepMemory short_of_memory;
+  {
+    struct Lifted {
+      ~Lifted() { memory::set_cpu_memory_limit(0); }
+    } lifted;
+    memory::set_cpu_memory_limit(memory::memory_stats(kCpu).current_bytes + fits.total_peak_bytes / 2);
+    short_of_memory = measure_training_step(test::tiny_model_options(d), 7, batch, test::tiny_train_options(),
+                                            CheckpointPolicy::None, kCpu, 1);
+  }
+  EXPECT_TRUE(short_of_memory.out_of_memory);
+  EXPECT_EQ(short_of_memory.step_seconds, 0.0);
+  EXPECT_GT(short_of_memory.total_peak_bytes, 0);
+  EXPECT_LE(short_of_memory.total_peak_bytes, fits.total_peak_bytes / 2);
+  MemoryReport report{CheckpointPolicy::Blocks, short_of_memory, fits};
+  EXPECT_EQ(report.step_time_ratio(), 0.0);
+  EXPECT_TRUE(to_json(report).at("without").at("out_of_memory").get<bool>());
+  EXPECT_NE(format_memory_report(report).find("out of memory"), std::string::npos);
 }
 
 TEST(StepMemory, RejectsAnUnresolvedAutoPolicy) {

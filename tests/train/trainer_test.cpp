@@ -2,6 +2,7 @@
 // interrupt, and the best epoch's weights kept.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/equal.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/utils.h>
 
@@ -11,6 +12,7 @@
 #include "qtft/artifact/model_file.h"
 #include "qtft/artifact/model_loading.h"
 #include "qtft/eval/evaluate.h"
+#include "qtft/memory/memory_tracker.h"
 #include "qtft/memory/rng_state.h"
 #include "qtft/model/model_building.h"
 #include "qtft/train/trainer.h"
@@ -136,6 +138,43 @@ TEST(Trainer, EarlyStoppingEndsTheRun) {
   EXPECT_TRUE(result.stopped_early);
   EXPECT_LT(result.epochs_completed, 50);
   EXPECT_EQ(result.epochs_completed, result.best_epoch + 1);
+}
+
+TEST(Trainer, RunningOutOfMemoryLeavesTheStepUntakenAndResumesBitForBit) {
+  // The tracking allocator's limit stands in for a small GPU: the first step needs more than
+  // is left, fails, and the run ends as on a stop, its state before that step.
+  auto d = test::tiny_dataset();
+  ProgressReporter quiet;
+  auto straight = train_once(d, quiet);
+  auto model = model::build_model(test::tiny_model_options(d), 7);
+  Trainer trainer(model, test::shared(d), test::tiny_train_options(), kCpu);
+  TrainResult result;
+  {
+    struct Lifted {
+      ~Lifted() { memory::set_cpu_memory_limit(0); }
+    } lifted;
+    memory::set_cpu_memory_limit(memory::memory_stats(kCpu).current_bytes + 4096);
+    result = trainer.fit(quiet);
+  }
+  ASSERT_TRUE(result.interrupted);
+  EXPECT_THAT(result.out_of_memory, ::testing::HasSubstr("out of memory on cpu in epoch 1, batch 1 (step 1): "
+                                                         "allocated peak "));
+  EXPECT_THAT(result.out_of_memory, ::testing::HasSubstr("try --use-gradient-checkpointing"));
+  const auto state = trainer.state();
+  EXPECT_EQ(state.global_step, 0);
+  EXPECT_EQ(state.batches_done_in_epoch, 0);
+  EXPECT_TRUE(test::bitwise_equal(state.cpu_rng_state, memory::RandomStream(test::tiny_train_options().seed).state()))
+      << "the failed step's draws were not given back";
+  // With the memory there, the run goes on from the checkpoint as if nothing had failed.
+  test::TempDir dir;
+  const auto path = dir.file("oom.safetensors");
+  artifact::save_model_file(path, {test::tiny_model_options(d), d.spec(), d.options(), trainer.best_weights(), state});
+  auto loaded = artifact::load_model(path, kCpu);
+  Trainer resumed(loaded.model, test::shared(d), test::tiny_train_options(), kCpu);
+  resumed.resume_from(*loaded.file.training, loaded.file.weights);
+  EXPECT_FALSE(resumed.fit(quiet).interrupted);
+  expect_bitwise_equal(resumed.state().current_weights, straight.state.current_weights);
+  expect_bitwise_equal(resumed.state().optimizer, straight.state.optimizer);
 }
 
 TEST(Trainer, LeavesTheProcesssRandomStreamAlone) {

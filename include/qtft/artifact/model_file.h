@@ -25,7 +25,8 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 // What --resume needs to continue a run exactly where it stopped: the loop counters, the
 // optimizer's moments, the weights at the end of the last epoch (the file's main weights
-// are the best epoch's) and the CPU random generator that drives dropout.
+// are the best epoch's) and the random generators that drive dropout (CPU, and CUDA when
+// the run trained on a GPU).
 struct TrainingState {
   int64_t epochs_completed = 0;
   // An interrupted epoch resumes at its next batch, in the same shuffled order.
@@ -47,6 +48,7 @@ struct TrainingState {
   NamedTensors optimizer;        // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.step"
   NamedTensors current_weights;  // module parameter and buffer names
   at::Tensor cpu_rng_state;      // uint8, as at::Generator::get_state gives it
+  at::Tensor cuda_rng_state;     // the training device's CUDA generator; undefined on the CPU
 };
 
 // The last bar of one series that a model trained on (the end of its training split).

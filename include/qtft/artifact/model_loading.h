@@ -22,19 +22,28 @@ c10::Device resolve_device(const std::string& name);
 struct LoadedModel {
   ModelFile file;
   model::TemporalFusionTransformer model;
+  // Where the model is: the device asked for, except for an int8 file with integer products,
+  // which run on the CPU only (serving_device). Run its batches here.
+  c10::Device device = c10::Device(c10::kCPU);
+  // Why `device` is not the one asked for; empty when it is.
+  std::string device_note;
   // For an int8 file: how many products run in integers, and why none do when none do
   // (dequantized kernels asked for, a CUDA device, no usable backend).
   model::TemporalFusionTransformerImpl::IntegerProductSummary integer_products;
   std::string float_products_reason;
 };
+// The device a model file runs on when `device` is asked for: that device, except that an
+// int8 file whose integer products are wanted stays on the CPU, where they run (a GPU would
+// multiply in float: --int8-kernels dequantized asks for that).
+c10::Device serving_device(c10::Device device, const ModelFile& file, Int8Kernels int8_kernels);
 LoadedModel load_model(const std::filesystem::path& path, c10::Device device,
                        Int8Kernels int8_kernels = Int8Kernels::integer);
 // The same from a file already read (load_model_file); `source` names it in errors.
 LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Device device,
                             Int8Kernels int8_kernels = Int8Kernels::integer);
 // One line on how an int8 file's model multiplies ("integer products: 60 of 113 Dense
-// layers", with how many more would saturate the kernel, or why all stay in float); empty
-// for other models.
+// layers", with how many more would saturate the kernel, or why all stay in float, and the
+// device note when it runs on the CPU though a GPU was asked for); empty for other models.
 std::string describe_int8_kernels(const LoadedModel& loaded);
 
 // The loaded model with QAT turned on at the given bit widths, keeping its weights (and its

@@ -27,9 +27,8 @@ const char* drift_verdict_name(DriftVerdict verdict);  // ok | degraded | no_bet
 struct DriftOptions {
   double degraded_pct = 10.0;  // a loss this far above the recorded validation loss is degraded
   double rollback_pct = 3.0;   // worse than the reference by more than this: roll back
-  size_t batch_size = 512;
-  c10::Device device = c10::Device(c10::kCPU);
-  double cost_bps = 0.0;  // the desk metrics' trading cost
+  size_t batch_size = 512;     // each model runs on the device it was loaded on
+  double cost_bps = 0.0;       // the desk metrics' trading cost
 };
 
 struct DriftCheck {

@@ -10,6 +10,10 @@ namespace qtft::memory {
 struct MemoryStats {
   int64_t current_bytes = 0;
   int64_t peak_bytes = 0;  // highest current_bytes since the last reset_peak
+  // What the allocator holds from the system for them: on CUDA the caching allocator's
+  // reserved segments (what --gpu-memory-limit caps); on the CPU the same as the above.
+  int64_t reserved_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
 };
 
 // Installs the tracking CPU allocator (once per process, thread-safe; later calls do
@@ -22,6 +26,12 @@ struct MemoryStats {
 // scratch memory that BLAS or oneDNN take from malloc directly.
 void install_cpu_memory_tracking();
 bool cpu_memory_tracking_installed();
+
+// Emulates a machine with less memory: an allocation through the tracking allocator that would
+// take the bytes held past `bytes` throws c10::OutOfMemoryError, as CUDA's allocator does past
+// its limit (memory::set_gpu_memory_limit), so that running out can be tried on any machine.
+// 0 lifts it. Process-wide, like the allocator: for programs and tests, never the library.
+void set_cpu_memory_limit(int64_t bytes);
 
 // CPU: the tracking allocator's counters (throws qtft::Error if it is not installed).
 // CUDA: the caching allocator's allocated-bytes statistics for that device (the current

@@ -19,7 +19,7 @@ TftOptions model_options_for(const data::Dataset& dataset, const Architecture& a
 
 // Builds a model with weights initialized from `seed`, so the same seed gives the same
 // starting point on every run. The initialization draws from a stream of its own
-// (memory::CpuRandomStream): the process's generators are left as they were.
+// (memory::RandomStream): the process's generators are left as they were.
 TemporalFusionTransformer build_model(const TftOptions& options, uint64_t seed);
 
 int64_t count_parameters(const torch::nn::Module& module);

@@ -35,7 +35,13 @@ struct StepMemory {
   int64_t total_peak_bytes = 0;       // the step's peak above what was held before the model
                                       // was built: weights, gradients, optimizer state,
                                       // observers, the batch on the device and the activations
+  int64_t reserved_peak_bytes = 0;    // CUDA: the caching allocator's reserved peak over the
+                                      // measured step (what --gpu-memory-limit caps); the CPU:
+                                      // as total_peak_bytes
   double step_seconds = 0.0;          // median wall time of the timed steps
+  // The step ran out of memory (under --gpu-memory-limit, or the machine's): the figures are
+  // those reached before it failed, and step_seconds is 0.
+  bool out_of_memory = false;
 };
 
 // Bytes of tensors as held now, summed over the tensors themselves (no allocator needed).
@@ -55,6 +61,7 @@ int64_t training_state_bytes(torch::nn::Module& model, torch::optim::Adam& adam)
 // so the caller's random stream is unchanged. On the CPU it needs the tracking allocator
 // (memory::install_cpu_memory_tracking, installed by the program before any tensor work)
 // and throws qtft::Error saying so when it is absent; it never installs it itself.
+// A step that runs out of memory ends the measurement with out_of_memory set, not an error.
 // Throws UsageError for CheckpointPolicy::Auto (resolve it first) or timed_steps < 0.
 StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed, const data::Batch& batch,
                                  const TrainOptions& train, memory::CheckpointPolicy policy, c10::Device device,

@@ -32,6 +32,9 @@ struct TrainResult {
   bool paused = false;  // ended at pause_after_epoch, the run not finished
   bool stopped_early = false;
   double train_seconds = 0.0;
+  // A step ran out of memory (interrupted is set too: the run is saved as on a stop): what
+  // happened, where, the peaks it reached and what to change. Empty otherwise.
+  std::string out_of_memory;
 };
 
 // The training loop: Adam with weight decay, gradient clipping by global norm, a
@@ -91,7 +94,8 @@ class Trainer {
 
  private:
   // One step on this rank's windows, ended with every rank (dist::Ranks::end_step): the mean
-  // loss over the ranks, and whether any rank asked to stop.
+  // loss over the ranks, and whether any rank asked to stop. A step that runs out of memory
+  // is not taken (the random stream goes back to where it began): StepOutOfMemory.
   dist::Ranks::StepOutcome train_step(const std::vector<size_t>& indices, bool stop_requested);
   // --checkpoint-policy auto: measures and sets the policy (once per trainer).
   void choose_checkpoint_policy(ProgressReporter& progress);
@@ -99,6 +103,8 @@ class Trainer {
   // false when a stop request cut the validation pass short (nothing recorded then).
   bool end_epoch(EpochSummary& summary, const std::function<bool()>& stop_requested);
   void set_learning_rate(double lr);
+  // The one line TrainResult::out_of_memory holds: where, the peaks, what to change.
+  std::string out_of_memory_message(int64_t epoch, size_t batch, const std::string& cause) const;
 
   model::TemporalFusionTransformer model_;
   std::shared_ptr<const data::Dataset> dataset_;
@@ -107,7 +113,7 @@ class Trainer {
   std::unique_ptr<torch::optim::Adam> optimizer_;
   artifact::TrainingState state_;
   artifact::NamedTensors best_weights_;
-  memory::CpuRandomStream random_;
+  memory::RandomStream random_;
   dist::Ranks ranks_;  // a world of one unless set_data_parallel
   int64_t pause_after_epoch_ = 0;
   bool checkpoint_policy_chosen_ = false;

@@ -38,9 +38,12 @@ ExplanationAccumulator::ExplanationAccumulator(const data::FeatureSpec& spec, co
 void ExplanationAccumulator::add(const model::TftOutput& out) {
   static_sum_ += out.static_weights.to(at::kCPU).to(at::kDouble).sum({0});
   // Encoder and decoder weights are averaged over time as well as windows.
-  encoder_sum_ += out.encoder_weights.to(at::kCPU).to(at::kDouble).sum({0, 1}) / static_cast<double>(encoder_length_);
-  decoder_sum_ += out.decoder_weights.to(at::kCPU).to(at::kDouble).sum({0, 1}) / static_cast<double>(horizon_);
-  attention_sum_ += out.attention.to(at::kCPU).to(at::kDouble).sum({0, 1}) / static_cast<double>(horizon_);
+  encoder_sum_ += out.encoder_weights.to(at::kCPU).to(at::kDouble).sum(at::IntArrayRef{0, 1}) /
+                  static_cast<double>(encoder_length_);
+  decoder_sum_ +=
+      out.decoder_weights.to(at::kCPU).to(at::kDouble).sum(at::IntArrayRef{0, 1}) / static_cast<double>(horizon_);
+  attention_sum_ +=
+      out.attention.to(at::kCPU).to(at::kDouble).sum(at::IntArrayRef{0, 1}) / static_cast<double>(horizon_);
   windows_ += out.static_weights.size(0);
 }
 

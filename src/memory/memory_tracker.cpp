@@ -152,6 +152,12 @@ MemoryStats memory_stats(c10::Device device) {
   throw_unsupported(device, "memory_stats");
 }
 
+void release_cached_memory(c10::Device device) {
+  if (!device.is_cuda()) return;
+  cuda_index(device, "release_cached_memory");
+  cuda_allocator("release_cached_memory", device)->emptyCache();
+}
+
 void reset_peak(c10::Device device) {
   if (device.is_cpu()) {
     if (!cpu_memory_tracking_installed()) {

@@ -147,6 +147,8 @@ StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed
   RandomStateGuard keep_random_state;
 
   StepMemory r;
+  // What an earlier measurement left cached would count in this one's reserved peak.
+  memory::release_cached_memory(device);
   const int64_t before_model = current_bytes(device);
   memory::reset_peak(device);
   auto model = model::build_model(options, seed);

@@ -40,5 +40,8 @@ void set_cpu_memory_limit(int64_t bytes);
 MemoryStats memory_stats(c10::Device device);
 // Starts a new peak at the current figure.
 void reset_peak(c10::Device device);
+// CUDA: hands the caching allocator's unused blocks back to the device, so that what it
+// reserves next (and its reserved peak) is the next computation's own. The CPU keeps no cache.
+void release_cached_memory(c10::Device device);
 
 }  // namespace qtft::memory

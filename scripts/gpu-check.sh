@@ -17,7 +17,8 @@
 #   QTFT_GPU_PYTHON    the Python whose torch and pyarrow wheels to build against
 #                      (default: python3 on PATH)
 #   QTFT_GPU_BUDGET_S  seconds the whole --run may take (default 450: 8 minutes, less a margin
-#                      for the machine's start and the transfer of OUT)
+#                      for the machine's start and the transfer of OUT); each phase's cap grows
+#                      with it (a dry run on 2 cores: 4500)
 #   QTFT_GPU_DEVICE    cpu or cuda, to override what torch reports
 #   QTFT_GPU_JOBS      parallel jobs for ninja and ctest (default: nproc)
 #   QTFT_GPU_BUILD_DIR the build folder (default <repo>/build-gpu; GoogleTest is compiled
@@ -145,6 +146,9 @@ phase() {
   local stdout=""
   if [[ "$1" == --stdout ]]; then stdout="$2"; shift 2; fi
   local name="$1" cap="$2" reserve="$3"; shift 3
+  # The caps are sized for the 8-minute budget on 16 cores; a larger budget (a dry run on a
+  # small machine) stretches them in proportion.
+  cap=$((cap * cap_scale))
   local left=$((deadline - $(date +%s) - reserve))
   local limit=$((cap < left ? cap : left))
   local start end rc=0 status
@@ -336,6 +340,7 @@ run() {
   out="$(cd "$out" && pwd)"
   script_start="$(now)"
   budget="${QTFT_GPU_BUDGET_S:-450}"
+  cap_scale=$(((budget + 449) / 450))
   deadline=$(($(date +%s) + budget))
   jobs="${QTFT_GPU_JOBS:-$(nproc)}"
   pack="${QTFT_GPU_PACK:-$root/.gpu-pack}"

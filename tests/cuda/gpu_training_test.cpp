@@ -136,8 +136,16 @@ TEST_F(GpuTraining, CtrlCSavesACheckpointThatResumesOnTheGpu) {
       test::run_qtft(dir_, "train --device cuda --use-qat --epochs 500 --hidden-size 8 --save-model " + model,
                      "timeout --foreground --preserve-status -s INT 20");
   ASSERT_EQ(stopped.exit_code, 130) << stopped.err;
-  auto resumed = test::run_qtft(dir_, "train --device cuda --resume --load-model " + model + " --epochs 1");
-  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  const auto checkpoint = artifact::load_model_file(model);
+  ASSERT_TRUE(checkpoint.training.has_value());
+  EXPECT_TRUE(checkpoint.training->cuda_rng_state.defined()) << "the CUDA stream is saved for --resume";
+  const int64_t next = checkpoint.training->epochs_completed + 1;
+  auto resumed =
+      test::run_qtft(dir_, "train --device cuda --resume --load-model " + model + " --epochs " + std::to_string(next));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const auto finished = artifact::load_model_file(model);
+  EXPECT_EQ(finished.training->epochs_completed, next);
+  EXPECT_TRUE(finished.training->finished);
 }
 
 TEST_F(GpuTraining, MemoryReportUnderA4GiBLimitStaysWithinIt) {

@@ -70,7 +70,8 @@ LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Devi
 
 std::string describe_int8_kernels(const LoadedModel& loaded) {
   if (!loaded.file.int8_weights) return {};
-  if (!loaded.float_products_reason.empty()) return "int8 products in float: " + loaded.float_products_reason;
+  const std::string where = loaded.device_note.empty() ? "" : ", " + loaded.device_note;
+  if (!loaded.float_products_reason.empty()) return "int8 products in float: " + loaded.float_products_reason + where;
   const auto& s = loaded.integer_products;
   std::string line = "integer products: " + std::to_string(s.products.in_use) + " of " +
                      std::to_string(s.dense_layers) + " Dense layers";
@@ -79,8 +80,7 @@ std::string describe_int8_kernels(const LoadedModel& loaded) {
             " more would saturate this CPU's kernel at " + std::to_string(loaded.file.options.activation_bits()) +
             "-bit activations; they stay in float)";
   }
-  if (!loaded.device_note.empty()) line += ", " + loaded.device_note;
-  return line;
+  return line + where;
 }
 
 void convert_to_qat(LoadedModel& loaded, int64_t weight_bits, int64_t activation_bits, c10::Device device) {

@@ -38,6 +38,8 @@ c10::DeviceIndex cuda_device_index(c10::Device device, const std::string& flag) 
 }
 
 int64_t total_bytes(c10::DeviceIndex index) {
+  // The allocator serves a device once CUDA is initialized, which nothing may have done yet.
+  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
   return static_cast<int64_t>(c10::getDeviceAllocator(c10::DeviceType::CUDA)->getMemoryInfo(index).second);
 }
 
@@ -80,9 +82,11 @@ int64_t gpu_memory_limit(c10::Device device) {
 #ifdef QTFT_WITH_CUDA_HEADERS
   if (!device.is_cuda() || !at::globalContext().hasCUDA()) return 0;
   const c10::DeviceIndex index = device.has_index() ? device.index() : 0;
+  const int64_t total = total_bytes(index);  // initializes CUDA first
   const double fraction = c10::cuda::CUDACachingAllocator::getMemoryFraction(index);
   if (!(fraction < 1.0)) return 0;
-  return static_cast<int64_t>(std::floor(fraction * static_cast<double>(total_bytes(index))));
+  // The allocator keeps the fraction, not the bytes: rounded back to the bytes that were set.
+  return static_cast<int64_t>(std::llround(fraction * static_cast<double>(total)));
 #else
   (void)device;
   return 0;

@@ -67,7 +67,12 @@ class Lent {
       // Out of memory for the state's copy while a failed call unwinds: ours stays as it was
       // before the call, which is what a caller that retries the call wants anyway.
     }
-    set_state_of(generator_, callers_);
+    try {
+      set_state_of(generator_, callers_);
+    } catch (...) {
+      // A destructor that throws while an error unwinds ends the process; the state was the
+      // generator's own a moment ago, so this cannot fail short of a broken LibTorch.
+    }
   }
   Lent(const Lent&) = delete;
   Lent& operator=(const Lent&) = delete;

@@ -48,7 +48,9 @@ struct TemporaryFile {
 eval::Evaluation finish_best(train::Trainer& trainer, const data::Dataset& dataset, const train::TrainOptions& options,
                              c10::Device device, train::ProgressReporter& progress,
                              const std::function<bool()>& stop_requested) {
-  if (trainer.fit(progress, stop_requested).interrupted) {
+  const auto result = trainer.fit(progress, stop_requested);
+  if (!result.out_of_memory.empty()) throw Error(result.out_of_memory + "; the accuracy comparison saved nothing");
+  if (result.interrupted) {
     // A comparison of half-trained models would mislead; there is no single run to resume.
     throw Error("interrupted: the accuracy comparison stopped before it finished; nothing was saved");
   }
@@ -111,7 +113,11 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
     train::Trainer trainer(fp32, shared_dataset, o.train, o.device);
     if (plan) {
       trainer.pause_after_epoch(plan->fp32_epochs);
-      if (trainer.fit(progress, stop_requested).interrupted) {
+      const auto fp32_phase = trainer.fit(progress, stop_requested);
+      if (!fp32_phase.out_of_memory.empty()) {
+        throw Error(fp32_phase.out_of_memory + "; the accuracy comparison saved nothing");
+      }
+      if (fp32_phase.interrupted) {
         throw Error("interrupted: the accuracy comparison stopped before it finished; nothing was saved");
       }
       snapshot = Fp32Snapshot{trainer.state(), trainer.best_weights()};

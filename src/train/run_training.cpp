@@ -114,6 +114,9 @@ TrainingOutcome run_training(const TrainingRequest& request, TrainingEvents& eve
       }
     }
   }
+  // A rank other than the leader that ran out saves nothing; it ends as an error too, before
+  // the barrier its partners, still in the step's collectives, would never reach.
+  if (!outcome.leader && !outcome.result.out_of_memory.empty()) throw Error(outcome.result.out_of_memory);
   // The other ranks wait until the leader's files are complete: a launcher that sees one
   // worker end may stop the rest.
   ranks.barrier();

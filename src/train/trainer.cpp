@@ -289,8 +289,9 @@ bool Trainer::end_epoch(EpochSummary& s, const std::function<bool()>& stop_reque
 }
 
 std::string Trainer::out_of_memory_message(int64_t epoch, size_t batch, const std::string& cause) const {
-  std::string where = "out of memory on " + device_.str() + " in epoch " + std::to_string(epoch) + ", batch " +
-                      std::to_string(batch) + " (step " + std::to_string(state_.global_step + 1) + ")";
+  std::string where = "out of memory on " + device_.str() + " in epoch " + std::to_string(epoch);
+  where += batch > 0 ? ", batch " + std::to_string(batch) + " (step " + std::to_string(state_.global_step + 1) + ")"
+                     : "'s validation (--eval-batch-size " + std::to_string(options_.eval_batch_size) + ")";
   if (track_memory_) {
     const auto stats = memory::memory_stats(device_);
     where += ": allocated peak " + format_bytes(static_cast<uint64_t>(stats.peak_bytes));
@@ -304,8 +305,9 @@ std::string Trainer::out_of_memory_message(int64_t epoch, size_t batch, const st
   const size_t first_end = cause.find(". ");
   const size_t second_end = first_end == std::string::npos ? first_end : cause.find(". ", first_end + 2);
   const std::string what = cause.substr(0, second_end);
-  return where + " (" + what + "); try --use-gradient-checkpointing, a smaller --batch-size" +
-         (device_.is_cuda() ? " or a larger --gpu-memory-limit" : "");
+  const std::string smaller =
+      batch > 0 ? "try --use-gradient-checkpointing, a smaller --batch-size" : "try a smaller --eval-batch-size";
+  return where + " (" + what + "); " + smaller + (device_.is_cuda() ? " or a larger --gpu-memory-limit" : "");
 }
 
 void Trainer::set_data_parallel(std::shared_ptr<dist::Collective> group) { ranks_ = dist::Ranks(std::move(group)); }
@@ -400,7 +402,17 @@ TrainResult Trainer::fit(ProgressReporter& progress, const std::function<bool()>
     summary.collectives_per_step =
         static_cast<double>(epoch_collectives_) / static_cast<double>(std::max<size_t>(1, batches - start_batch));
     summary.peak_memory_without_checkpointing_bytes = peak_without_checkpointing_;
-    if (!end_epoch(summary, stop)) {
+    bool validated = false;
+    try {
+      validated = end_epoch(summary, stop);
+    } catch (const c10::OutOfMemoryError& e) {
+      // As a stop during validation: nothing of the epoch's end is recorded yet, and the
+      // resumed run validates the epoch again.
+      result.out_of_memory = out_of_memory_message(epoch, 0, e.what_without_backtrace());
+      result.interrupted = true;
+      break;
+    }
+    if (!validated) {
       result.interrupted = true;
       break;
     }

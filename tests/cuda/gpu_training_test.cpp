@@ -59,7 +59,8 @@ struct Run {
 
 // A QAT model with live observers, calibrated and trained on the GPU, dropout on.
 Run train_qat(const data::Dataset& d, memory::CheckpointPolicy policy, const std::function<bool()>& stop = {}) {
-  auto model = model::build_model(test::tiny_model_options(d).use_qat(true).dropout(0.2), 7);
+  // Two LSTM layers: on a GPU the dropout between them is drawn layer by layer (tft.cpp).
+  auto model = model::build_model(test::tiny_model_options(d).use_qat(true).dropout(0.2).lstm_layers(2), 7);
   model->to(kGpu);
   calibrate_observers(model, d, 2, 16, 42, kGpu);
   auto options = test::tiny_train_options();
@@ -92,8 +93,8 @@ TEST_F(GpuTraining, ResumeAfterAStopIsBitwiseTheRunNeverStopped) {
   const auto stopped = train_qat(d, memory::CheckpointPolicy::None, [&] { return ++polls == 9; });
   ASSERT_TRUE(stopped.result.interrupted);
   const auto path = dir_.file("stopped.safetensors");
-  artifact::save_model_file(path, {test::tiny_model_options(d).use_qat(true).dropout(0.2), d.spec(), d.options(),
-                                   stopped.best, stopped.state});
+  artifact::save_model_file(path, {test::tiny_model_options(d).use_qat(true).dropout(0.2).lstm_layers(2), d.spec(),
+                                   d.options(), stopped.best, stopped.state});
   auto loaded = artifact::load_model(path, kGpu);
   ASSERT_TRUE(loaded.file.training->cuda_rng_state.defined()) << "the file keeps the CUDA stream";
   Trainer resumed(loaded.model, test::shared(d), test::tiny_train_options(), kGpu);

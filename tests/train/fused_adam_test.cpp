@@ -9,6 +9,8 @@
 
 #include <vector>
 
+#include "qtft/memory/memory_tracker.h"
+
 namespace qtft::train {
 namespace {
 
@@ -22,6 +24,33 @@ std::vector<at::Tensor> make_params() {
 void backward(const std::vector<at::Tensor>& params, int step) {
   at::Tensor loss = (params[0] * params[0]).sum() * (step + 1) + params[1].sin().sum() + (params[2].exp() * 0.1).sum();
   loss.backward();
+}
+
+TEST(FusedAdamTest, AStepThatRunsOutOfMemoryLeavesTheStateAsItWas) {
+  // The tracking allocator's limit leaves room for the first parameter's moments only: the
+  // step fails part way through its allocations, and nothing of it may stay behind (a
+  // checkpoint saved then would resume with half-made moments and advanced counts).
+  auto ours = make_params(), theirs = make_params();
+  const auto options = torch::optim::AdamOptions(1e-2);
+  FusedAdam fused(ours, options), reference(theirs, options);
+  backward(ours, 0);
+  backward(theirs, 0);
+  {
+    struct Lifted {
+      ~Lifted() { memory::set_cpu_memory_limit(0); }
+    } lifted;
+    memory::set_cpu_memory_limit(memory::memory_stats(c10::Device(c10::kCPU)).current_bytes +
+                                 2 * static_cast<int64_t>(ours[0].nbytes()));
+    EXPECT_THROW(fused.step(), c10::OutOfMemoryError);
+  }
+  EXPECT_TRUE(fused.state().empty());
+  fused.step();
+  reference.step();
+  for (size_t i = 0; i < ours.size(); ++i) {
+    EXPECT_TRUE(at::equal(ours[i], theirs[i])) << "parameter " << i;
+    EXPECT_EQ(static_cast<const torch::optim::AdamParamState&>(*fused.state().at(ours[i].unsafeGetTensorImpl())).step(),
+              1);
+  }
 }
 
 TEST(FusedAdamTest, StepsAsTorchOptimAdamToRounding) {

@@ -61,6 +61,9 @@ int64_t training_state_bytes(torch::nn::Module& model, torch::optim::Adam& adam)
 // so the caller's random stream is unchanged. On the CPU it needs the tracking allocator
 // (memory::install_cpu_memory_tracking, installed by the program before any tensor work)
 // and throws qtft::Error saying so when it is absent; it never installs it itself.
+// On CUDA it first hands the caching allocator's unused blocks back (memory::
+// release_cached_memory), so that its reserved peak is its own: the program's cache is
+// emptied, as torch.cuda.empty_cache() would.
 // A step that runs out of memory ends the measurement with out_of_memory set, not an error.
 // Throws UsageError for CheckpointPolicy::Auto (resolve it first) or timed_steps < 0.
 StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed, const data::Batch& batch,

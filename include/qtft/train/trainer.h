@@ -103,7 +103,8 @@ class Trainer {
   // false when a stop request cut the validation pass short (nothing recorded then).
   bool end_epoch(EpochSummary& summary, const std::function<bool()>& stop_requested);
   void set_learning_rate(double lr);
-  // The one line TrainResult::out_of_memory holds: where, the peaks, what to change.
+  // The one line TrainResult::out_of_memory holds: where, the peaks, what to change. Batch
+  // 0: the epoch's validation pass.
   std::string out_of_memory_message(int64_t epoch, size_t batch, const std::string& cause) const;
 
   model::TemporalFusionTransformer model_;

@@ -96,11 +96,12 @@ int64_t gpu_memory_limit(c10::Device device) {
 std::string describe_device(c10::Device device) {
   if (!device.is_cuda() || !at::globalContext().hasCUDA()) return device.str();
   const c10::DeviceIndex index = device.has_index() ? device.index() : 0;
+  const int64_t total = total_bytes(index);  // initializes CUDA first
   std::string text = device.str() + " (";
 #ifdef QTFT_WITH_CUDA_HEADERS
   text += std::string(at::cuda::getDeviceProperties(index)->name) + ", ";
 #endif
-  text += format_bytes(static_cast<uint64_t>(total_bytes(index)));
+  text += format_bytes(static_cast<uint64_t>(total));
   if (const int64_t limit = gpu_memory_limit(device); limit > 0) {
     text += ", limited to " + format_bytes(static_cast<uint64_t>(limit));
   }

@@ -33,11 +33,9 @@ c10::Device RuntimeFlags::resolve_device() const {
   return resolved;
 }
 
-int64_t RuntimeFlags::limit_gpu_memory(c10::Device device) const {
-  if (gpu_memory_limit.empty()) return 0;
-  const int64_t bytes = parse_byte_size(gpu_memory_limit, "--gpu-memory-limit");
-  memory::set_gpu_memory_limit(device, bytes);
-  return bytes;
+void RuntimeFlags::limit_gpu_memory(c10::Device device) const {
+  if (gpu_memory_limit.empty()) return;
+  memory::set_gpu_memory_limit(device, parse_byte_size(gpu_memory_limit, "--gpu-memory-limit"));
 }
 
 void add_model_flags(CLI::App& cmd, ModelFlags& f) {

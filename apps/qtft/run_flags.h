@@ -34,8 +34,8 @@ struct RuntimeFlags {
   void apply() const;
   // The device --device names (artifact::resolve_device), --gpu-memory-limit set on it.
   c10::Device resolve_device() const;
-  // --gpu-memory-limit on a device resolved elsewhere (a rank's own GPU); its bytes, 0 for none.
-  int64_t limit_gpu_memory(c10::Device device) const;
+  // --gpu-memory-limit, when given, on a device resolved elsewhere (a rank's own GPU).
+  void limit_gpu_memory(c10::Device device) const;
 };
 
 // Quantization-aware training, as users of the earlier tool know the flags.

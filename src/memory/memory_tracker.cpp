@@ -53,11 +53,11 @@ class TrackingCpuAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     const c10::Device cpu(c10::DeviceType::CPU);
     if (n == 0) return {nullptr, nullptr, &tracked_delete, cpu};
-    const int64_t limit = g_limit.load(std::memory_order_relaxed);
-    if (limit > 0 && g_current.load(std::memory_order_relaxed) + static_cast<int64_t>(n) > limit) {
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory. Tried to allocate ", n, " bytes with ",
-                       g_current.load(std::memory_order_relaxed), " held under a limit of ", limit,
-                       " bytes (qtft::memory::set_cpu_memory_limit). ");
+    if (const int64_t limit = g_limit.load(std::memory_order_relaxed); limit > 0) {
+      const int64_t held = g_current.load(std::memory_order_relaxed);
+      TORCH_CHECK_WITH(OutOfMemoryError, held + static_cast<int64_t>(n) <= limit,
+                       "CPU out of memory. Tried to allocate ", n, " bytes with ", held, " held under a limit of ",
+                       limit, " bytes (qtft::memory::set_cpu_memory_limit). ");
     }
     char* base = static_cast<char*>(c10::alloc_cpu(n + kHeaderBytes));  // throws on OOM
     std::memcpy(base, &n, sizeof(n));

@@ -45,15 +45,19 @@ struct TemporaryFile {
 };
 
 // Trains to the end of its budget and leaves the model holding its best epoch's weights.
+// A comparison of half-trained models would mislead, and there is no single run to resume:
+// a stopped (or out of memory) training ends the comparison with nothing saved.
+void require_finished(const train::TrainResult& result) {
+  if (!result.out_of_memory.empty()) throw Error(result.out_of_memory + "; the accuracy comparison saved nothing");
+  if (result.interrupted) {
+    throw Error("interrupted: the accuracy comparison stopped before it finished; nothing was saved");
+  }
+}
+
 eval::Evaluation finish_best(train::Trainer& trainer, const data::Dataset& dataset, const train::TrainOptions& options,
                              c10::Device device, train::ProgressReporter& progress,
                              const std::function<bool()>& stop_requested) {
-  const auto result = trainer.fit(progress, stop_requested);
-  if (!result.out_of_memory.empty()) throw Error(result.out_of_memory + "; the accuracy comparison saved nothing");
-  if (result.interrupted) {
-    // A comparison of half-trained models would mislead; there is no single run to resume.
-    throw Error("interrupted: the accuracy comparison stopped before it finished; nothing was saved");
-  }
+  require_finished(trainer.fit(progress, stop_requested));
   auto& model = trainer.model();
   artifact::copy_weights_into(*model, trainer.best_weights(), "best weights");
   return eval::evaluate_for_desk(model, dataset, data::Split::Validation, options.eval_batch_size, device, 0.0);
@@ -113,13 +117,7 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
     train::Trainer trainer(fp32, shared_dataset, o.train, o.device);
     if (plan) {
       trainer.pause_after_epoch(plan->fp32_epochs);
-      const auto fp32_phase = trainer.fit(progress, stop_requested);
-      if (!fp32_phase.out_of_memory.empty()) {
-        throw Error(fp32_phase.out_of_memory + "; the accuracy comparison saved nothing");
-      }
-      if (fp32_phase.interrupted) {
-        throw Error("interrupted: the accuracy comparison stopped before it finished; nothing was saved");
-      }
+      require_finished(trainer.fit(progress, stop_requested));
       snapshot = Fp32Snapshot{trainer.state(), trainer.best_weights()};
       trainer.pause_after_epoch(0);
     }

@@ -234,7 +234,6 @@ dist::Ranks::StepOutcome Trainer::train_step(const std::vector<size_t>& indices,
   } catch (const c10::OutOfMemoryError& e) {
     // Not taken: a run resumed from the checkpoint takes this step again, with its masks.
     random_ = stream_before;
-    optimizer_->zero_grad();
     throw StepOutOfMemory(e.what_without_backtrace());
   }
   const auto outcome = ranks_.end_step(*model_, value, stop_requested);

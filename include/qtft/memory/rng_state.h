@@ -41,7 +41,6 @@ class RandomStream {
   at::Tensor state() const { return cpu_state_; }
   // Undefined on the CPU.
   at::Tensor cuda_state() const { return cuda_state_; }
-  c10::Device device() const { return device_; }
   // Throws c10::Error for a tensor that is not a generator state, before anything changes.
   void set_state(const at::Tensor& state);
   // Ignored on the CPU: a CUDA stream has no meaning there.

@@ -2,8 +2,10 @@
 // second for the TFT paper's electricity-sized configuration and a small one, measured in
 // the same run; or configuration W (issue 35: the paper's sizes at batch 32 on the columns
 // declared with --observed and --known, inputs at --variable-hidden-size). Prints a table
-// and JSON.
+// and JSON. --precision both measures FP32 and bf16 side by side (one model each, the same
+// batches) and prints FP32's step time over bf16's; --use-qat trains with live observers.
 //   build/bench/train_throughput_bench [--steps 10] [--device cpu|cuda|auto]
+//                                      [--precision fp32|bf16|both] [--use-qat]
 //                                      [--config paper|small|both|wide|nvidia-electricity]
 //                                      [--parquet-file bars.parquet] [--observed COLUMNS] [--known COLUMNS]
 //                                      [--variable-hidden-size H] [--json out.json]
@@ -21,10 +23,14 @@
 #include <vector>
 
 #include "qtft/artifact/model_loading.h"
+#include "qtft/common/cpu_features.h"
+#include "qtft/common/error.h"
+#include "qtft/common/precision.h"
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
 #include "qtft/eval/quantile_loss.h"
 #include "qtft/io/atomic_file.h"
+#include "qtft/memory/autocast.h"
 #include "qtft/model/model_building.h"
 #include "qtft/train/fused_adam.h"
 
@@ -37,7 +43,8 @@ void synchronize(c10::Device device) {
 }
 
 nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device device,
-                       const qtft::data::BarSource& source, int64_t variable_hidden_size) {
+                       const qtft::data::BarSource& source, int64_t variable_hidden_size, qtft::Precision precision,
+                       bool qat) {
   auto dataset = qtft::bench::dataset_for(c, source);
   qtft::model::TftOptions options = qtft::model::model_options_for(dataset);
   const int64_t time_varying = options.num_observed() + options.num_known();
@@ -45,7 +52,9 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device d
   options.variable_hidden_size(variable_hidden_size > 0
                                    ? variable_hidden_size
                                    : qtft::model::default_variable_hidden_size(c.hidden, time_varying));
+  options.use_qat(qat);
   auto model = qtft::model::build_model(options, 1);
+  model->set_precision(precision);
   model->to(device);
   model->train();
   qtft::train::FusedAdam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
@@ -70,6 +79,8 @@ nlohmann::json measure(const qtft::bench::TftConfig& c, int steps, c10::Device d
   }
   double step_s = total / steps;
   return {{"config", c.name},
+          {"precision", qtft::precision_name(precision)},
+          {"qat", qat},
           {"encoder_length", c.encoder},
           {"horizon", c.horizon},
           {"hidden_size", c.hidden},
@@ -93,6 +104,8 @@ int main(int argc, char** argv) {
   qtft::data::BarSource source;
   int threads = 0;
   int64_t variable_hidden_size = 0;
+  std::string precision_name = "fp32";
+  bool qat = false;
   app.add_option("--steps", steps, "Measured steps per configuration (after 2 warm-up steps)")->capture_default_str();
   app.add_option("--device", device_name, "cpu, cuda or auto")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (0: LibTorch default)")->capture_default_str();
@@ -108,10 +121,23 @@ int main(int argc, char** argv) {
   app.add_option("--variable-hidden-size", variable_hidden_size,
                  "Width of each time-varying input (0: the model's default for the inputs)")
       ->capture_default_str();
+  app.add_option("--precision", precision_name, "fp32, bf16, or both side by side")
+      ->check(CLI::IsMember({"fp32", "bf16", "both"}))
+      ->capture_default_str();
+  app.add_flag("--use-qat", qat, "QAT with live observers (updated in every forward)");
   app.add_option("--json", json_path, "Write the figures as JSON");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) at::set_num_threads(threads);
   auto device = qtft::artifact::resolve_device(device_name);
+  std::vector<qtft::Precision> precisions;
+  if (precision_name != "bf16") precisions.push_back(qtft::Precision::Fp32);
+  if (precision_name != "fp32") precisions.push_back(qtft::Precision::Bf16);
+  try {
+    for (auto p : precisions) qtft::memory::require_precision_support(p, device);
+  } catch (const qtft::UsageError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
 
   std::vector<qtft::bench::TftConfig> configs;
   if (config_name == "wide") configs.push_back(qtft::bench::kWideConfig);
@@ -119,19 +145,37 @@ int main(int argc, char** argv) {
   if (config_name == "paper" || config_name == "both") configs.push_back(qtft::bench::kPaperConfig);
   if (config_name == "small" || config_name == "both") configs.push_back(qtft::bench::kSmallConfig);
   nlohmann::json results = nlohmann::json::array();
-  std::printf("device %s, %d CPU threads, %d steps each\n", device.str().c_str(), at::get_num_threads(), steps);
-  std::printf("%-6s %7s %7s %6s %5s %5s %10s %10s %12s\n", "config", "encoder", "horizon", "hidden", "heads", "batch",
-              "params", "step_ms", "samples/s");
+  const auto& cpu = qtft::this_cpu_bf16_features();
+  std::printf("device %s, %d CPU threads, %d steps each%s; CPU %s (avx512_bf16 %s, amx_bf16 %s)\n",
+              device.str().c_str(), at::get_num_threads(), steps, qat ? ", QAT live" : "", cpu.cpu_name.c_str(),
+              cpu.avx512_bf16 ? "yes" : "no", cpu.amx_bf16 ? "yes" : "no");
+  std::printf("%-6s %9s %7s %7s %6s %5s %5s %10s %10s %12s\n", "config", "precision", "encoder", "horizon", "hidden",
+              "heads", "batch", "params", "step_ms", "samples/s");
+  nlohmann::json ratios = nlohmann::json::object();
   for (const auto& c : configs) {
-    auto r = measure(c, steps, device, source, variable_hidden_size);
-    std::printf("%-6s %7lld %7lld %6lld %5lld %5lld %10lld %10.1f %12.1f\n", c.name, static_cast<long long>(c.encoder),
-                static_cast<long long>(c.horizon), static_cast<long long>(c.hidden), static_cast<long long>(c.heads),
-                static_cast<long long>(c.batch), r["parameters"].get<long long>(),
-                1000 * r["step_seconds"].get<double>(), r["samples_per_second"].get<double>());
-    results.push_back(r);
+    double fp32_step = 0;
+    for (const auto precision : precisions) {
+      auto r = measure(c, steps, device, source, variable_hidden_size, precision, qat);
+      std::printf("%-6s %9s %7lld %7lld %6lld %5lld %5lld %10lld %10.1f %12.1f\n", c.name,
+                  qtft::precision_name(precision), static_cast<long long>(c.encoder), static_cast<long long>(c.horizon),
+                  static_cast<long long>(c.hidden), static_cast<long long>(c.heads), static_cast<long long>(c.batch),
+                  r["parameters"].get<long long>(), 1000 * r["step_seconds"].get<double>(),
+                  r["samples_per_second"].get<double>());
+      if (precision == qtft::Precision::Fp32) fp32_step = r["step_seconds"].get<double>();
+      if (precision == qtft::Precision::Bf16 && fp32_step > 0) {
+        const double ratio = fp32_step / r["step_seconds"].get<double>();
+        std::printf("%-6s fp32 step / bf16 step: %.2fx\n", c.name, ratio);
+        ratios[c.name] = ratio;
+      }
+      results.push_back(r);
+    }
   }
   nlohmann::json j{{"device", device.str()},
                    {"threads", at::get_num_threads()},
+                   {"cpu", cpu.cpu_name},
+                   {"avx512_bf16", cpu.avx512_bf16},
+                   {"amx_bf16", cpu.amx_bf16},
+                   {"fp32_over_bf16_step", ratios},
                    {"data", qtft::data::describe_source(source)},
                    {"results", results}};
   std::printf("%s\n", j.dump().c_str());

@@ -114,6 +114,7 @@ void add_backtest_command(CLI::App& app) {
   add_checkpoint_flags(*cmd, t.checkpointing);
   add_training_flags(*cmd, t.train, t.lr_schedule);
   add_runtime_flags(*cmd, t.runtime);
+  add_precision_flag(*cmd, t.runtime);
   cmd->add_option("--initial-train-until", flags->initial_train_until,
                   "The first fold trains on the bars through this UTC date or time (2024-01-02, 2024-01-02T08:30)");
   cmd->add_option("--initial-train-bars", flags->initial_train_bars,

@@ -35,6 +35,7 @@ void add_forecast_command(CLI::App& app) {
       ->check(writable_file());
   cmd->add_flag("--json", flags->json, "Print the forecasts as JSON instead of a table");
   add_runtime_flags(*cmd, flags->runtime);
+  add_precision_flag(*cmd, flags->runtime);
   add_int8_kernels_flag(*cmd, flags->int8_kernels);
   cmd->callback([flags] {
     auto& f = *flags;
@@ -46,9 +47,9 @@ void add_forecast_command(CLI::App& app) {
     finish_data_flags(f.data);
     f.runtime.apply();
     f.runtime.resolve_device();  // a GPU's limit, and --device cuda refused without one, before loading
-    auto forecaster =
-        infer::Forecaster::load(f.load_model, {parse_device_choice(f.runtime.device, "--device"),
-                                               artifact::parse_int8_kernels(f.int8_kernels, "--int8-kernels")});
+    auto forecaster = infer::Forecaster::load(
+        f.load_model, {parse_device_choice(f.runtime.device, "--device"),
+                       artifact::parse_int8_kernels(f.int8_kernels, "--int8-kernels"), f.runtime.precision_or()});
     if (!forecaster.int8_kernels().empty())
       std::fprintf(stderr, "%s: %s\n", f.load_model.c_str(), forecaster.int8_kernels().c_str());
     // Only each series' last bars are kept, file by file: a folder of years of bars costs

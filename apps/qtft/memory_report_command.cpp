@@ -74,6 +74,7 @@ void run_memory_report(MemoryReportFlags& f) {
   finish_data_flags(f.data);
   f.runtime.apply();
   f.train.lr_schedule = train::parse_lr_schedule(f.lr_schedule);
+  f.train.precision = f.runtime.precision_or();
   f.train.validate();
   const auto policy = policy_to_compare(f.checkpoint_policy);
   if (f.timed_steps < 1) throw UsageError("--timed-steps must be at least 1, got " + std::to_string(f.timed_steps));
@@ -129,6 +130,7 @@ void add_memory_report_command(CLI::App& app) {
   cmd->add_option("--activation-bits", flags->qat.activation_bits, kActivationBitsHelp)->capture_default_str();
   add_training_flags(*cmd, flags->train, flags->lr_schedule);
   add_runtime_flags(*cmd, flags->runtime);
+  add_precision_flag(*cmd, flags->runtime);
   cmd->add_option("--checkpoint-policy", flags->checkpoint_policy, "The policy to compare against none: blocks or lstm")
       ->capture_default_str();
   cmd->add_option("--timed-steps", flags->timed_steps, "Steps timed per column (the median is reported)")

@@ -17,6 +17,7 @@ CLI::Option* add_model_run_flags(CLI::App& cmd, ModelRunFlags& f, bool model_req
       ->capture_default_str();
   cmd.add_option("--batch-size", f.batch_size, "Windows per forward pass")->capture_default_str();
   add_runtime_flags(cmd, f.runtime);
+  add_precision_flag(cmd, f.runtime);
   add_int8_kernels_flag(cmd, f.int8_kernels);
   return model;
 }
@@ -36,6 +37,7 @@ ModelRun open_model_run(ModelRunFlags& f) {
   auto device = f.runtime.resolve_device();
   auto loaded =
       artifact::load_model(f.load_model, device, artifact::parse_int8_kernels(f.int8_kernels, "--int8-kernels"));
+  artifact::use_precision(loaded, f.runtime.precision_or(), f.load_model);
   if (const std::string kernels = artifact::describe_int8_kernels(loaded); !kernels.empty()) {
     std::cerr << f.load_model << ": " << kernels << "\n";
   }

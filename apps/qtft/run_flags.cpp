@@ -33,6 +33,10 @@ c10::Device RuntimeFlags::resolve_device() const {
   return resolved;
 }
 
+Precision RuntimeFlags::precision_or(Precision otherwise) const {
+  return precision.empty() ? otherwise : parse_precision(precision);
+}
+
 void RuntimeFlags::limit_gpu_memory(c10::Device device) const {
   if (gpu_memory_limit.empty()) return;
   memory::set_gpu_memory_limit(device, parse_byte_size(gpu_memory_limit, "--gpu-memory-limit"));
@@ -96,6 +100,13 @@ void add_runtime_flags(CLI::App& cmd, RuntimeFlags& f) {
   cmd.add_option("--gpu-memory-limit", f.gpu_memory_limit,
                  "Cap the CUDA caching allocator at this size (e.g. 4GiB), so that a large GPU runs out where a "
                  "smaller card would");
+}
+
+void add_precision_flag(CLI::App& cmd, RuntimeFlags& f) {
+  cmd.add_option("--precision", f.precision,
+                 "Matrix products in fp32, or in bf16 with FP32 weights, optimizer and norms (needs avx512_bf16 or "
+                 "amx_bf16 on a CPU); default fp32, or the resumed run's")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
 }
 
 void add_training_flags(CLI::App& cmd, train::TrainOptions& o, std::string& lr_schedule) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "qtft/common/precision.h"
 #include "qtft/model/tft_options.h"
 #include "qtft/train/qat_recipe.h"
 #include "qtft/train/train_options.h"
@@ -30,6 +31,9 @@ struct RuntimeFlags {
   int threads = 0;  // 0 = LibTorch's default
   bool deterministic = false;
   std::string gpu_memory_limit;  // empty: the whole card
+  std::string precision;         // --precision; empty: not given (fp32, or a resumed run's)
+  // --precision, or `otherwise` when not given.
+  Precision precision_or(Precision otherwise = Precision::Fp32) const;
   // Threads and deterministic algorithms: before any tensor work.
   void apply() const;
   // The device --device names (artifact::resolve_device), --gpu-memory-limit set on it.
@@ -60,6 +64,8 @@ void add_model_flags(CLI::App& cmd, ModelFlags& flags);
 void add_checkpoint_flags(CLI::App& cmd, CheckpointFlags& flags);
 void add_qat_flags(CLI::App& cmd, QatFlags& flags);
 void add_runtime_flags(CLI::App& cmd, RuntimeFlags& flags);
+// --precision, for the commands that run a model's products (train, memory-report, evaluate, ...).
+void add_precision_flag(CLI::App& cmd, RuntimeFlags& flags);
 void add_training_flags(CLI::App& cmd, train::TrainOptions& options, std::string& lr_schedule);
 
 // The check for every option that names a file to write: at parse time, before any work,

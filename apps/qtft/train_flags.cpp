@@ -21,6 +21,7 @@ void add_train_flags(CLI::App& cmd, TrainFlags& f) {
   add_checkpoint_flags(cmd, f.checkpointing);
   add_training_flags(cmd, f.train, f.lr_schedule);
   add_runtime_flags(cmd, f.runtime);
+  add_precision_flag(cmd, f.runtime);
   cmd.add_option("--observer-update", f.observer_update,
                  "When live QAT observers take a batch in: immediate (in every forward), step (once, at the step's "
                  "end, with the step's extremes over all ranks in one collective) or auto (step across ranks, "
@@ -84,6 +85,14 @@ artifact::ModelFile continue_recorded_run(TrainFlags& f, bool print, int64_t ran
     src.in_memory = record.in_memory;
   }
   if (!f.save_model.empty()) io::check_writable(f.save_model, "--save-model (from the checkpoint)");
+  // The precision decides the bits of every step to come: a resume keeps the run's.
+  std::string saved_precision = "fp32";  // saved before qtft kept one: FP32
+  if (file.training->config.contains("precision") && file.training->config.at("precision").is_string())
+    saved_precision = file.training->config.at("precision").get<std::string>();
+  if (!f.runtime.precision.empty() && f.runtime.precision != saved_precision) {
+    throw UsageError("--precision " + f.runtime.precision + ": " + f.load_model + " was trained in " + saved_precision +
+                     " and resumes in it; drop --precision or give --precision " + saved_precision);
+  }
   // The batches that come next depend on how many ranks share each step.
   const int64_t saved_ranks = record.ranks;
   if (print && saved_ranks != ranks) {
@@ -115,6 +124,7 @@ void finish_train_flags(TrainFlags& f) {
   f.runtime.apply();
   f.train.lr_schedule = train::parse_lr_schedule(f.lr_schedule);
   f.train.observer_update = train::parse_observer_update(f.observer_update);
+  f.train.precision = f.runtime.precision_or(Precision::Fp32);
   // The card a run is limited to is the budget --checkpoint-policy auto fits, unless given.
   if (f.checkpointing.policy == "auto" && f.checkpointing.memory_budget.empty()) {
     f.checkpointing.memory_budget = f.runtime.gpu_memory_limit;

@@ -6,6 +6,7 @@
 
 #include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
+#include "qtft/memory/autocast.h"
 #include "qtft/model/model_building.h"
 #include "qtft/quant/observers.h"
 
@@ -66,6 +67,17 @@ LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Devi
   model->to(device);
   return {std::move(file),        std::move(model), device,
           std::move(device_note), integer_products, std::move(float_products_reason)};
+}
+
+void use_precision(LoadedModel& loaded, Precision precision, const std::string& source) {
+  if (precision != Precision::Fp32 && loaded.file.int8_weights) {
+    throw UsageError("--precision " + std::string(precision_name(precision)) + ": " + source +
+                     " is an int8 export, whose products run in integers or dequantized; run the FP32 or QAT file "
+                     "it came from in " +
+                     precision_name(precision) + ", or this one without --precision");
+  }
+  memory::require_precision_support(precision, loaded.device);
+  loaded.model->set_precision(precision);
 }
 
 std::string describe_int8_kernels(const LoadedModel& loaded) {

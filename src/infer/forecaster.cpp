@@ -145,6 +145,7 @@ const char* model_kind_name(ModelKind kind) { return enum_name(kModelKinds, kind
 Forecaster Forecaster::load(const std::filesystem::path& path, const ForecasterOptions& options) {
   const c10::Device device = artifact::resolve_device(options.device);
   auto loaded = artifact::load_model(path, device, options.int8_kernels);
+  artifact::use_precision(loaded, options.precision, path.string());
   const std::string kernels = artifact::describe_int8_kernels(loaded);
   loaded.model->eval();
   loaded.model->set_checkpoint_policy(memory::CheckpointPolicy::None);

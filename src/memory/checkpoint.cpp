@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "qtft/common/error.h"
+#include "qtft/memory/autocast.h"
 #include "qtft/memory/detail/recompute_context.h"
 #include "qtft/memory/rng_state.h"
 
@@ -28,6 +29,9 @@ struct SegmentState : torch::CustomClassHolder {
   CheckpointOptions options;
   RecomputeTape tape;
   RngState rng_before;
+  // The backward runs outside the forward's autocast region (--precision bf16): the
+  // recompute multiplies in the forward's types only with the forward's settings.
+  AutocastState autocast;
   std::vector<bool> input_requires_grad;
 };
 
@@ -60,6 +64,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
   static variable_list forward(AutogradContext* ctx, const at::Tensor& /*anchor*/, at::TensorList inputs,
                                c10::intrusive_ptr<SegmentState> state) {
     state->rng_before = RngState::capture(devices_of(inputs));
+    state->autocast = AutocastState::current();
     std::vector<at::Tensor> in(inputs.begin(), inputs.end());
     for (const at::Tensor& t : in) state->input_requires_grad.push_back(t.requires_grad());
     std::vector<at::Tensor> outputs;
@@ -111,6 +116,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     std::vector<at::Tensor> outputs;
     try {
       at::AutoGradMode grad_on(true);
+      const AutocastScope autocast(state->autocast);
       const bool replay = state->options.replay_layer_state;
       state->tape.rewind();
       SegmentPassScope scope(replay ? SegmentPass::Replaying : SegmentPass::Plain, replay ? &state->tape : nullptr);

@@ -113,7 +113,8 @@ at::Tensor apply_dropout(const at::Tensor& x, double p, bool training, const voi
   TORCH_CHECK(p >= 0.0 && p <= 1.0, "apply_dropout: probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return at::mul(x, at::zeros_like(x));
-  const bool own_kernel = x.is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble);
+  const bool own_kernel = x.is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble ||
+                                         x.scalar_type() == at::kBFloat16);
   if (!own_kernel) return at::dropout(x, p, /*train=*/true);
   const double keep = 1.0 - p;
   const at::Tensor in = x.contiguous();

@@ -3,6 +3,8 @@
 #include <ATen/ops/sigmoid.h>
 #include <c10/util/Exception.h>
 
+#include "qtft/memory/autocast.h"
+
 namespace qtft::model {
 
 GatedLinearUnitImpl::GatedLinearUnitImpl(int64_t input_size, int64_t output_size) {
@@ -29,7 +31,8 @@ GateAddNormImpl::GateAddNormImpl(GateAddNormOptions options) : options_(options)
 at::Tensor GateAddNormImpl::forward(const at::Tensor& x, const at::Tensor& skip) {
   TORCH_CHECK(skip.dim() >= 1 && skip.size(-1) == options_.output_size(), "GateAddNorm: expected a skip input with ",
               options_.output_size(), " features, got shape ", skip.sizes());
-  return layer_norm(skip + glu(dropout(x)));
+  // The sum and its norm in FP32 under --precision bf16 (a bf16 gate's output is widened by the sum).
+  return layer_norm(memory::full_precision(skip) + glu(dropout(x)));
 }
 
 }  // namespace qtft::model

@@ -5,6 +5,8 @@
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
+#include "qtft/memory/autocast.h"
+
 namespace qtft::model {
 
 GatedResidualNetworkImpl::GatedResidualNetworkImpl(GatedResidualNetworkOptions options) : options_(options) {
@@ -71,7 +73,8 @@ at::Tensor GatedResidualNetworkImpl::finish(at::Tensor hidden, const at::Tensor&
                 "(set context_size)");
   }
   hidden = fc2(at::elu(hidden));
-  return layer_norm(skip + gate(dropout(hidden)));
+  // The sum and its norm in FP32 under --precision bf16 (a bf16 gate's output is widened by the sum).
+  return layer_norm(memory::full_precision(skip) + gate(dropout(hidden)));
 }
 
 }  // namespace qtft::model

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 
+#include "qtft/memory/autocast.h"
+
 namespace qtft::model {
 
 InterpretableMultiHeadAttentionImpl::InterpretableMultiHeadAttentionImpl(InterpretableMultiHeadAttentionOptions options)
@@ -48,7 +50,8 @@ AttentionOutput InterpretableMultiHeadAttentionImpl::forward(const at::Tensor& q
     // -inf gives masked positions exactly zero probability (a large negative number would not).
     scores = scores.masked_fill(mask.dim() == 2 ? mask : mask.unsqueeze(1), -std::numeric_limits<double>::infinity());
   }
-  const at::Tensor probabilities = at::softmax(scores, -1);
+  // Softmax in FP32 under --precision bf16: bf16 scores would round the weights of long windows away.
+  const at::Tensor probabilities = at::softmax(memory::full_precision(scores), -1);
 
   // Heads share the values, so the mean of the heads' outputs, mean_h(A_h V), equals
   // (mean_h A_h) V: one matmul with V instead of one per head.

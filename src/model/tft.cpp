@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -283,6 +284,10 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
   // Each step below runs its blocks through `blocks`, which checkpoints those the policy
   // names; the blocks and their order are the same under every policy, so every policy
   // computes bitwise the same step (and draws dropout masks in the same order).
+  std::optional<memory::AutocastScope> autocast;
+  if (precision_ != Precision::Fp32) {
+    autocast.emplace(memory::AutocastState::with_precision(precision_, observed.device().type()));
+  }
   const memory::BlockCheckpointing blocks(checkpoint_policy_);
   const StaticContexts contexts = encode_statics(symbol, statics, blocks);  // static covariate encoders, 4.3
   const SelectedInputs selected = select_inputs(observed, known, contexts.selection, blocks);
@@ -291,7 +296,11 @@ TftOutput TemporalFusionTransformerImpl::forward(const at::Tensor& observed, con
   const at::Tensor enriched = enrich(temporal, contexts.enrichment, blocks);
   const AttentionOutputs attention = attend(enriched, blocks);
   const at::Tensor quantiles = output_quantiles(attention, temporal, blocks);
-  return {quantiles, contexts.weights, selected.past.weights, selected.future.weights, attention.weights};
+  // In FP32 whatever the products ran in: the loss, the metrics and every reader of a
+  // forecast take FP32 (the parameters' type otherwise).
+  using memory::full_precision;
+  return {full_precision(quantiles), full_precision(contexts.weights), full_precision(selected.past.weights),
+          full_precision(selected.future.weights), full_precision(attention.weights)};
 }
 
 void TemporalFusionTransformerImpl::check_inputs(const at::Tensor& observed, const at::Tensor& known,

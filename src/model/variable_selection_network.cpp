@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "qtft/memory/autocast.h"
 #include "qtft/model/grouped_variables.h"
 
 namespace qtft::model {
@@ -113,7 +114,8 @@ at::Tensor VariableSelectionNetworkImpl::selection_weights(const std::vector<at:
   // Each chunk [..., count * width] is a piece of the concatenation; with gradient the
   // selector sums a product per piece instead of building it (a [rows, n * width] tensor
   // is 757 MB at 220 inputs of width 160 and batch 32), without it takes one product.
-  return at::softmax(flattened_grn->forward_concatenated(chunks, context), -1);
+  // Softmax in FP32 under --precision bf16, as every normalization.
+  return at::softmax(memory::full_precision(flattened_grn->forward_concatenated(chunks, context)), -1);
 }
 
 at::Tensor VariableSelectionNetworkImpl::add_selected_variables(const at::Tensor& inputs, const at::Tensor& weights,
@@ -135,7 +137,7 @@ at::Tensor VariableSelectionNetworkImpl::add_selected_variables(const at::Tensor
   if (sum.defined()) sum = sum.reshape({-1, width});
   for (int64_t i = 0; i < count; ++i) {
     const auto v = static_cast<size_t>(i);
-    const at::Tensor weighted = grns[v]->layer_norm(residual[v]) * row_weights[v];
+    const at::Tensor weighted = grns[v]->layer_norm(memory::full_precision(residual[v])) * row_weights[v];
     sum = sum.defined() ? sum + weighted : weighted;
   }
   return sum.reshape(sizes);
@@ -167,7 +169,8 @@ VariableSelectionOutput VariableSelectionNetworkImpl::forward_per_variable(const
             at::ones(weight_sizes, inputs.options())};
   }
   // The selector on the concatenation, as the grouped network's flattened view multiplies it.
-  const at::Tensor weights = at::softmax(flattened_grn->forward(at::cat(variables, -1), context), -1);
+  const at::Tensor weights =
+      at::softmax(memory::full_precision(flattened_grn->forward(at::cat(variables, -1), context)), -1);
   at::Tensor selected;
   for (size_t i = 0; i < variables.size(); ++i) {
     const at::Tensor weighted = variable_grns->at<GatedResidualNetworkImpl>(i).forward(variables[i]) *

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "qtft/common/error.h"
+#include "qtft/memory/autocast.h"
 #include "qtft/memory/detail/recompute_context.h"
 #include "qtft/quant/detail/fake_quantize.h"
 
@@ -60,6 +61,9 @@ ActivationFakeQuantImpl::ActivationFakeQuantImpl(ActivationFakeQuantOptions opti
 }
 
 at::Tensor ActivationFakeQuantImpl::forward(at::Tensor x) {
+  // Extremes and fake quantization in FP32 (a bf16 product's output is widened first): an
+  // observer's range and its int8 grid are those of the FP32 model it exports.
+  x = memory::full_precision(x);
   check_input(x);
   const std::optional<Parameters> parameters = forward_parameters([&x] { return extremes_of(x); });
   if (!parameters) return x;
@@ -94,6 +98,7 @@ std::optional<ActivationFakeQuantImpl::Parameters> ActivationFakeQuantImpl::forw
 }
 
 at::Tensor ActivationFakeQuantImpl::reapply(at::Tensor x) const {
+  x = memory::full_precision(x);
   check_input(x);
   const std::optional<Parameters> parameters = reapply_parameters();
   if (!parameters) return x;
@@ -105,7 +110,8 @@ std::optional<ActivationFakeQuantImpl::Parameters> ActivationFakeQuantImpl::reap
   return Parameters{scale_, zero_point_};
 }
 
-at::Tensor ActivationFakeQuantImpl::calibrate(const at::Tensor& x) {
+at::Tensor ActivationFakeQuantImpl::calibrate(const at::Tensor& input) {
+  const at::Tensor x = memory::full_precision(input);
   check_input(x);
   if (is_frozen()) {
     throw Error(

@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "qtft/memory/autocast.h"
 #include "qtft/quant/detail/fake_quantize.h"
 
 namespace qtft::quant {
@@ -35,6 +36,7 @@ at::Tensor slice_extremes(const at::Tensor& x, int64_t dim) {
 
 at::Tensor observe_slices(const std::vector<ActivationFakeQuantImpl*>& observers, at::Tensor x, int64_t dim,
                           bool observe) {
+  if (x.defined()) x = memory::full_precision(x);  // as ActivationFakeQuantImpl::forward
   TORCH_CHECK(x.defined() && x.scalar_type() == at::kFloat && x.numel() > 0,
               "observe_slices: expected a non-empty float32 tensor");
   dim = c10::maybe_wrap_dim(dim, x.dim());

@@ -160,6 +160,7 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
     }
     auto model = model::build_model(qat_options, o.train.seed);
     model->to(o.device);  // calibration runs it on the device
+    model->set_precision(o.train.precision);
     train::calibrate_observers(model, dataset, o.qat.calibration_batches, o.train.batch_size, o.train.seed, o.device,
                                {}, resolve_observer_update(update, 1));
     auto options = train;

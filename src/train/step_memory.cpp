@@ -14,6 +14,7 @@
 #include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
+#include "qtft/memory/autocast.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/memory/rng_state.h"
 #include "qtft/quant/activation_observer.h"
@@ -151,8 +152,10 @@ StepMemory measure_training_step(const model::TftOptions& options, uint64_t seed
   memory::release_cached_memory(device);
   const int64_t before_model = current_bytes(device);
   memory::reset_peak(device);
+  memory::require_precision_support(train.precision, device);
   auto model = model::build_model(options, seed);
   model->set_checkpoint_policy(policy);
+  model->set_precision(train.precision);
   FusedAdam adam(model->parameters(), torch::optim::AdamOptions(train.learning_rate).weight_decay(train.weight_decay));
   int64_t baseline = before_model;
   const auto record = [&] {

@@ -12,6 +12,10 @@ NLOHMANN_JSON_SERIALIZE_ENUM(CheckpointPolicy, {{CheckpointPolicy::None, "none"}
                                                 {CheckpointPolicy::Auto, "auto"}})
 }  // namespace qtft::memory
 
+namespace qtft {
+NLOHMANN_JSON_SERIALIZE_ENUM(Precision, {{Precision::Fp32, "fp32"}, {Precision::Bf16, "bf16"}})
+}  // namespace qtft
+
 namespace qtft::train {
 
 void TrainOptions::validate() const {
@@ -69,7 +73,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainOptions, epochs, batch_size
                                                 clip_norm, lr_schedule, plateau_factor, plateau_patience, patience,
                                                 seed, eval_batch_size, max_batches_per_epoch,
                                                 freeze_observers_after_epochs, observer_update, checkpoint_policy,
-                                                memory_budget_bytes)
+                                                memory_budget_bytes, precision)
 
 nlohmann::json to_json(const TrainOptions& o) { return nlohmann::json(o); }
 
@@ -79,6 +83,7 @@ TrainOptions train_options_from_json(const nlohmann::json& json, TrainOptions ba
     // nlohmann maps an unknown enum name to the first value; a bad name is an error here.
     if (json.contains("lr_schedule")) parse_lr_schedule(json.at("lr_schedule").get<std::string>());
     if (json.contains("observer_update")) parse_observer_update(json.at("observer_update").get<std::string>());
+    if (json.contains("precision")) parse_precision(json.at("precision").get<std::string>(), "precision");
     saved = json.get<TrainOptions>();
     // Saved before --observer-update existed: its observers updated in every forward.
     if (!json.contains("observer_update")) saved.observer_update = ObserverUpdateChoice::Immediate;

@@ -14,6 +14,7 @@
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
 #include "qtft/dist/ranks.h"
+#include "qtft/memory/autocast.h"
 #include "qtft/memory/device_settings.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/quant/observers.h"
@@ -118,6 +119,8 @@ Trainer::Trainer(model::TemporalFusionTransformer model, std::shared_ptr<const d
       random_(options_.seed, device) {
   if (!dataset_) throw Error("Trainer: no dataset");
   options_.validate();
+  memory::require_precision_support(options_.precision, device_);
+  model_->set_precision(options_.precision);
   model_->to(device_);
   optimizer_ = std::make_unique<FusedAdam>(
       model_->parameters(), torch::optim::AdamOptions(options_.learning_rate).weight_decay(options_.weight_decay));

@@ -14,6 +14,7 @@
 #include "qtft/data/regime_coverage.h"
 #include "qtft/dist/detail/data_parallel.h"
 #include "qtft/dist/ranks.h"
+#include "qtft/memory/autocast.h"
 #include "qtft/quant/observers.h"
 #include "qtft/train/calibration.h"
 #include "qtft/train/detail/update.h"
@@ -65,6 +66,7 @@ void check_training_setup(const TrainingSetup& setup) {
     qat.apply_to(train);
   }
   train.validate();
+  memory::require_precision_support(train.precision, setup.device);  // before the data loads
   setup.dataset.validate();
   if (setup.load_model.empty()) {
     // The architecture as a fresh model would get it (sizes from the data do not matter
@@ -272,6 +274,7 @@ PreparedTraining prepare_training(const data::BarSource& source, TrainingSetup s
     // anything runs it, calibration first.
     run.model->to(setup.device);
   }
+  run.model->set_precision(setup.train.precision);  // calibration multiplies as training will
   events.model_ready(run.model, setup.train);
   // An update keeps learning the ranges: the observers' moving averages go on from the file.
   if (update && !setup.resume) quant::unfreeze_observers(*run.model);
@@ -311,6 +314,7 @@ QatPhase start_qat_phase(const model::TftOptions& fp32_options, const artifact::
   QatPhase phase;
   phase.model = artifact::quantized_model(fp32_options, fp32_weights, plan.weight_bits, plan.activation_bits, device,
                                           "the FP32 phase's weights");
+  phase.model->set_precision(train.precision);
   QatRecipe recipe;
   recipe.calibration_batches = plan.calibration_batches;
   recipe.freeze_observers = plan.live_epochs == 0;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qtft/artifact/model_file.h"
+#include "qtft/common/cpu_features.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
 
@@ -257,6 +258,44 @@ TEST_F(TrainCli, ResumeAloneContinuesTheRecordedRun) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr(": 3 epochs, saving to"));
   EXPECT_EQ(artifact::load_model_file(model).training->epochs_completed, 3);
+}
+
+TEST_F(TrainCli, PrecisionIsTheRunsAndItsMistakesAreUsageErrors) {
+  auto bad = run_qtft(dir_, "train --precision fp16 --parquet-file " + data_);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("fp16"));
+  if (!this_cpu_bf16_features().any()) {
+    auto refused = run_qtft(dir_, "train --precision bf16 --parquet-file " + data_);
+    EXPECT_EQ(refused.exit_code, 2) << refused.err;
+    EXPECT_THAT(refused.err, HasSubstr("neither avx512_bf16 nor amx_bf16"));
+    GTEST_SKIP() << "this CPU has neither avx512_bf16 nor amx_bf16: bf16 itself is not run";
+  }
+  const auto model = train("bf16.safetensors", " --use-qat --precision bf16");
+  EXPECT_EQ(artifact::load_model_file(model).training->config.at("precision"), "bf16");
+  // A resume keeps the run's precision: another one is refused, naming both.
+  auto other = run_qtft(dir_, "train --resume --load-model " + model + " --epochs 3 --precision fp32");
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_THAT(other.err, HasSubstr("--precision fp32: " + model + " was trained in bf16"));
+  auto resumed = run_qtft(dir_, "train --resume --load-model " + model + " --epochs 3");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const auto file = artifact::load_model_file(model);
+  EXPECT_EQ(file.training->config.at("precision"), "bf16");
+  EXPECT_EQ(file.training->epochs_completed, 3);
+  // The file stays FP32: it serves in either precision.
+  for (const auto& [name, weight] : file.weights) {
+    if (weight.is_floating_point()) EXPECT_EQ(weight.scalar_type(), at::kFloat) << name;
+  }
+  for (const char* precision : {"fp32", "bf16"}) {
+    auto evaluated =
+        run_qtft(dir_, "evaluate --load-model " + model + " --parquet-file " + data_ + " --precision " + precision);
+    EXPECT_EQ(evaluated.exit_code, 0) << precision << ": " << evaluated.err;
+  }
+  // An int8 export's products are integers: bf16 has nothing to narrow there.
+  const auto int8 = dir_.file("bf16.int8.safetensors");
+  ASSERT_EQ(run_qtft(dir_, "export-int8 --load-model " + model + " --output " + int8).exit_code, 0);
+  auto narrowed = run_qtft(dir_, "evaluate --load-model " + int8 + " --parquet-file " + data_ + " --precision bf16");
+  EXPECT_EQ(narrowed.exit_code, 2) << narrowed.err;
+  EXPECT_THAT(narrowed.err, HasSubstr("is an int8 export"));
 }
 
 TEST_F(TrainCli, MistakesInFlagsAndOutputsStopBeforeAnyWork) {

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 #include <torch/optim/adam.h>
 
+#include <cmath>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "memory/bitwise.h"
 #include "qtft/artifact/model_loading.h"
+#include "qtft/common/cpu_features.h"
 #include "qtft/data/batch.h"
 #include "qtft/memory/checkpoint_policy.h"
 #include "qtft/model/model_building.h"
@@ -41,12 +43,13 @@ struct TrainingRun {
 };
 
 TrainingRun train_steps(Quant quant, CheckpointPolicy policy, int steps = 3, int64_t lstm_layers = 1,
-                        bool declared = false, bool narrow_inputs = false) {
+                        bool declared = false, bool narrow_inputs = false, Precision precision = Precision::Fp32) {
   const data::Dataset d = declared ? test::tiny_declared_dataset() : test::tiny_dataset();
   model::TftOptions options = test::tiny_model_options(d);
   options.dropout(0.2).use_qat(quant != Quant::Fp32).lstm_layers(lstm_layers);
   if (narrow_inputs) options.variable_hidden_size(options.hidden_size() / 2);
   auto model = model::build_model(options, 7);
+  model->set_precision(precision);
   const auto update = quant == Quant::QatStep ? quant::ObserverUpdate::Step : quant::ObserverUpdate::Immediate;
   if (quant != Quant::Fp32) train::calibrate_observers(model, d, 2, 16, 42, kCpu, {}, update);
   if (quant == Quant::QatFrozen) quant::freeze_observers(*model);
@@ -140,6 +143,27 @@ TEST(TftCheckpoint, TwoLayerLstmDrawsTheSameDropoutBetweenLayers) {
   expect_bit_identical(reference, train_steps(Quant::QatLive, CheckpointPolicy::Lstm, 2, 2));
   expect_bit_identical(reference, train_steps(Quant::QatLive, CheckpointPolicy::Blocks, 2, 2));
 }
+
+// --precision bf16: the recompute multiplies in bf16 as the forward did (the checkpoint
+// puts the forward's autocast settings back), so every policy still trains bit for bit.
+class TftCheckpointBf16 : public ::testing::TestWithParam<std::tuple<Quant, CheckpointPolicy>> {};
+
+TEST_P(TftCheckpointBf16, TrainsBitIdenticallyToNoCheckpointing) {
+  if (!this_cpu_bf16_features().any()) GTEST_SKIP() << "this CPU has neither avx512_bf16 nor amx_bf16";
+  const auto [quant, policy] = GetParam();
+  const TrainingRun reference = train_steps(quant, CheckpointPolicy::None, 2, 2, false, false, Precision::Bf16);
+  expect_bit_identical(reference, train_steps(quant, policy, 2, 2, false, false, Precision::Bf16));
+  // The products did run in bf16: the FP32 run of the same steps ends elsewhere.
+  const TrainingRun fp32 = train_steps(quant, CheckpointPolicy::None, 2, 2);
+  EXPECT_FALSE(bitwise_equal(reference.losses.back(), fp32.losses.back()));
+  EXPECT_NEAR(reference.losses.back().item<float>(), fp32.losses.back().item<float>(),
+              0.05 * std::abs(fp32.losses.back().item<float>()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, TftCheckpointBf16,
+                         ::testing::Combine(::testing::Values(Quant::Fp32, Quant::QatLive, Quant::QatStep),
+                                            ::testing::Values(CheckpointPolicy::Blocks, CheckpointPolicy::Lstm)),
+                         case_name);
 
 TEST(TftCheckpoint, LiveObserversCountEachStepOnce) {
   for (const Quant quant : {Quant::QatLive, Quant::QatStep}) {

@@ -11,6 +11,7 @@
 #include "memory/bitwise.h"
 #include "qtft/artifact/model_file.h"
 #include "qtft/artifact/model_loading.h"
+#include "qtft/common/cpu_features.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/memory/rng_state.h"
@@ -43,9 +44,10 @@ struct Run {
   artifact::NamedTensors best;
 };
 
-Run train_once(const data::Dataset& d, ProgressReporter& progress, const std::function<bool()>& stop = {}) {
+Run train_once(const data::Dataset& d, ProgressReporter& progress, const std::function<bool()>& stop = {},
+               const TrainOptions& options = test::tiny_train_options()) {
   auto model = model::build_model(test::tiny_model_options(d), 7);
-  Trainer trainer(model, test::shared(d), test::tiny_train_options(), kCpu);
+  Trainer trainer(model, test::shared(d), options, kCpu);
   auto result = trainer.fit(progress, stop);
   return {result, trainer.state(), trainer.best_weights()};
 }
@@ -112,6 +114,38 @@ TEST_P(ResumeAfterStop, ContinuesBitForBitAsIfNeverStopped) {
 
 INSTANTIATE_TEST_SUITE_P(Trainer, ResumeAfterStop,
                          ::testing::Values(StopPoint{12, 1, 4}, StopPoint{6, 0, 6}, StopPoint{8, 0, 6}));
+
+TEST(Trainer, Bf16ResumesBitForBitAsIfNeverStopped) {
+  if (!this_cpu_bf16_features().any()) GTEST_SKIP() << "this CPU has neither avx512_bf16 nor amx_bf16";
+  auto d = test::tiny_dataset();
+  ProgressReporter quiet;
+  auto options = test::tiny_train_options();
+  options.precision = Precision::Bf16;
+  auto straight = train_once(d, quiet, {}, options);
+  // bf16 products: a run of its own, not the FP32 one under another name.
+  auto fp32 = train_once(d, quiet);
+  EXPECT_NE(straight.state.history[0]["train_loss"].get<double>(), fp32.state.history[0]["train_loss"].get<double>());
+  for (const auto& [name, weight] : straight.state.current_weights) EXPECT_EQ(weight.scalar_type(), at::kFloat) << name;
+
+  int polls = 0;
+  auto interrupted = train_once(
+      d, quiet, [&] { return ++polls == 12; }, options);
+  ASSERT_TRUE(interrupted.result.interrupted);
+  test::TempDir dir;
+  auto path = dir.file("checkpoint.safetensors");
+  artifact::save_model_file(path,
+                            {test::tiny_model_options(d), d.spec(), d.options(), interrupted.best, interrupted.state});
+  auto loaded = artifact::load_model(path, kCpu);
+  // The saved run's options, as --resume reads them: the precision comes back with them.
+  const auto saved = train_options_from_json(loaded.file.training->config, options);
+  EXPECT_EQ(saved.precision, Precision::Bf16);
+  Trainer resumed(loaded.model, test::shared(d), saved, kCpu);
+  resumed.resume_from(*loaded.file.training, loaded.file.weights);
+  ASSERT_FALSE(resumed.fit(quiet).interrupted);
+  expect_bitwise_equal(resumed.state().current_weights, straight.state.current_weights);
+  expect_bitwise_equal(resumed.state().optimizer, straight.state.optimizer);
+  expect_bitwise_equal(resumed.best_weights(), straight.best);
+}
 
 TEST(Trainer, KeepsTheBestEpochsWeights) {
   auto d = test::tiny_dataset();

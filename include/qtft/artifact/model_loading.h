@@ -45,6 +45,10 @@ LoadedModel model_from_file(ModelFile file, const std::string& source, c10::Devi
 // layers", with how many more would saturate the kernel, or why all stay in float, and the
 // device note when it runs on the CPU though a GPU was asked for); empty for other models.
 std::string describe_int8_kernels(const LoadedModel& loaded);
+// Runs the loaded model's products in `precision` (TemporalFusionTransformerImpl::set_precision);
+// the file is not changed. Throws UsageError for bf16 on an int8 file (its products are
+// integer or dequantized int8, not FP32 ones to narrow) or on a CPU without BF16 instructions.
+void use_precision(LoadedModel& loaded, Precision precision, const std::string& source);
 
 // The loaded model with QAT turned on at the given bit widths, keeping its weights (and its
 // observers when it already had QAT at the same widths). Used to fine-tune an FP32 model

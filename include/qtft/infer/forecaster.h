@@ -13,6 +13,7 @@
 
 #include "qtft/artifact/int8_kernels.h"
 #include "qtft/common/device_choice.h"
+#include "qtft/common/precision.h"
 #include "qtft/data/bars.h"
 
 namespace qtft::infer {
@@ -22,6 +23,8 @@ struct ForecasterOptions {
   // For int8 files: integer products wherever they are exact, or dequantized float
   // products, bitwise the QAT model's; other files ignore it.
   artifact::Int8Kernels int8_kernels = artifact::Int8Kernels::integer;
+  // Bf16: an FP32 or QAT file's products in bf16 (artifact::use_precision says where not).
+  Precision precision = Precision::Fp32;
 };
 
 // What a model file holds: FP32 weights; fake-quantized weights and activations, as QAT

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "qtft/memory/autocast.h"
 #include "qtft/memory/block_checkpointing.h"
 #include "qtft/memory/checkpoint_policy.h"
 #include "qtft/model/categorical_embedding.h"
@@ -70,6 +71,12 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
   // file: every policy computes bitwise the same forward, gradients and observer updates.
   void set_checkpoint_policy(memory::CheckpointPolicy policy);
   memory::CheckpointPolicy checkpoint_policy() const { return checkpoint_policy_; }
+
+  // The type forward's matrix products run in (Precision): bf16 opens an autocast
+  // scope for the inputs' device around the forward, and the outputs come back in FP32. A
+  // runtime setting like the checkpoint policy: the weights and the model file stay FP32.
+  void set_precision(Precision precision) { precision_ = precision; }
+  Precision precision() const { return precision_; }
 
   // The parameters that QAT fake-quantizes per output channel, by module path: every Dense
   // weight, the symbol embedding table and the LSTMs' input and recurrent matrices. What
@@ -184,6 +191,7 @@ class TemporalFusionTransformerImpl : public torch::nn::Module {
 
   TftOptions options_;
   memory::CheckpointPolicy checkpoint_policy_ = memory::CheckpointPolicy::None;
+  Precision precision_ = Precision::Fp32;
   bool weights_prequantized_ = false;
 };
 TORCH_MODULE(TemporalFusionTransformer);

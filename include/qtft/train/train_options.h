@@ -5,6 +5,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
+#include "qtft/common/precision.h"
 #include "qtft/memory/checkpoint_policy.h"
 #include "qtft/quant/observer_update.h"
 
@@ -40,6 +41,9 @@ struct TrainOptions {
   // memory_budget_bytes.
   memory::CheckpointPolicy checkpoint_policy = memory::CheckpointPolicy::None;
   int64_t memory_budget_bytes = 0;  // only with Auto
+  // --precision: the type of the model's products (TemporalFusionTransformerImpl::set_precision).
+  // Part of the run like the seed: a resume continues in the precision it was saved in.
+  Precision precision = Precision::Fp32;
 
   void validate() const;  // throws UsageError naming the flag
 };

@@ -33,8 +33,9 @@ inline void pack_bits(const bool* mask, int64_t n, uint8_t* bits) {
 
 // x * (bit ? 1 / keep : 0) for every element of x, 1 / keep computed in x's type: bitwise
 // what at::mul(x, mask) gives with a float mask of those two values (with keep 1, what
-// at::mul(x, bool_mask) gives). x: contiguous, float or double, on the CPU, with bits for
-// at least x.numel() elements.
+// at::mul(x, bool_mask) gives). A bfloat16 x is multiplied in float and rounded once.
+// x: contiguous, float, double or bfloat16, on the CPU, with bits for at least x.numel()
+// elements.
 at::Tensor multiply_by_bits(const at::Tensor& x, const at::Tensor& bits, double keep);
 
 }  // namespace qtft::memory::detail

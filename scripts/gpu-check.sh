@@ -309,6 +309,13 @@ measure() {
     phase --stdout "$out/memory-w-qat.json" measure-memory-w-qat 60 0 \
       "$qtft" memory-report --device cuda "${w_flags[@]}" --use-qat --checkpoint-policy blocks --timed-steps 5 \
       --json || true
+    # The same two in bf16 (--precision bf16, CUDA's autocast), beside them.
+    phase --stdout "$out/memory-w-fp32-bf16.json" measure-memory-w-fp32-bf16 60 0 \
+      "$qtft" memory-report --device cuda "${w_flags[@]}" --precision bf16 --checkpoint-policy blocks \
+      --timed-steps 5 --json || true
+    phase --stdout "$out/memory-w-qat-bf16.json" measure-memory-w-qat-bf16 60 0 \
+      "$qtft" memory-report --device cuda "${w_flags[@]}" --use-qat --precision bf16 --checkpoint-policy blocks \
+      --timed-steps 5 --json || true
     # 50 steps of W, QAT live and checkpointed, under the 4 GiB limit: it must not run out.
     phase measure-train-w-4gib 120 0 \
       "$qtft" train --device cuda "${limit[@]}" "${w_flags[@]}" --use-qat --use-gradient-checkpointing \
@@ -327,6 +334,7 @@ measure() {
   if [[ -x "$bench/train_throughput_bench" ]]; then
     phase measure-train-throughput 90 0 \
       "$bench/train_throughput_bench" --steps 10 --device "$device" --config both \
+      $([[ "$device" == cuda ]] && echo --precision both) \
       --json "$out/train-throughput.json" || true
   else
     skip measure-train-throughput "$bench/train_throughput_bench was not built"

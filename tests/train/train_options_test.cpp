@@ -28,6 +28,7 @@ TrainOptions unusual() {
   o.freeze_observers_after_epochs = 2;
   o.observer_update = ObserverUpdateChoice::Step;
   o.checkpoint_policy = memory::CheckpointPolicy::Auto;
+  o.precision = Precision::Bf16;
   o.memory_budget_bytes = 1 << 20;
   return o;
 }
@@ -37,13 +38,14 @@ TEST(TrainOptionsJson, EveryFieldIsWritten) {
   for (const char* key :
        {"epochs", "batch_size", "learning_rate", "weight_decay", "clip_norm", "lr_schedule", "plateau_factor",
         "plateau_patience", "patience", "seed", "eval_batch_size", "max_batches_per_epoch",
-        "freeze_observers_after_epochs", "observer_update", "checkpoint_policy", "memory_budget_bytes"}) {
+        "freeze_observers_after_epochs", "observer_update", "checkpoint_policy", "memory_budget_bytes", "precision"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
-  EXPECT_EQ(j.size(), 16u);  // a new field shows up here
+  EXPECT_EQ(j.size(), 17u);  // a new field shows up here
   EXPECT_EQ(j.at("observer_update"), "step");
   EXPECT_EQ(j.at("lr_schedule"), "cosine");
   EXPECT_EQ(j.at("checkpoint_policy"), "auto");
+  EXPECT_EQ(j.at("precision"), "bf16");
 }
 
 TEST(TrainOptionsJson, ResumeReadsTheRunsOptionsButKeepsItsOwnEpochsAndCheckpointing) {
@@ -64,6 +66,7 @@ TEST(TrainOptionsJson, ResumeReadsTheRunsOptionsButKeepsItsOwnEpochsAndCheckpoin
   EXPECT_EQ(read.max_batches_per_epoch, saved.max_batches_per_epoch);
   EXPECT_EQ(read.freeze_observers_after_epochs, saved.freeze_observers_after_epochs);
   EXPECT_EQ(read.observer_update, ObserverUpdateChoice::Step);
+  EXPECT_EQ(read.precision, Precision::Bf16);  // the run's: a resume keeps it
   EXPECT_EQ(read.epochs, 12);
   EXPECT_EQ(read.checkpoint_policy, memory::CheckpointPolicy::None);
   EXPECT_EQ(read.memory_budget_bytes, 0);
@@ -76,6 +79,15 @@ TEST(TrainOptionsJson, ARunSavedBeforeObserverUpdateExistedContinuesUpdatingInEv
   j.erase("observer_update");
   EXPECT_EQ(train_options_from_json(j).observer_update, ObserverUpdateChoice::Immediate);
   j["observer_update"] = "sometimes";
+  EXPECT_THROW(train_options_from_json(j), UsageError);
+}
+
+TEST(TrainOptionsJson, ARunSavedBeforePrecisionExistedIsFp32AndAnUnknownOneIsRefused) {
+  auto j = to_json(TrainOptions{});
+  EXPECT_EQ(j.at("precision"), "fp32");
+  j.erase("precision");
+  EXPECT_EQ(train_options_from_json(j).precision, Precision::Fp32);
+  j["precision"] = "fp8";
   EXPECT_THROW(train_options_from_json(j), UsageError);
 }
 

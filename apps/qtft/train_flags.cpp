@@ -86,9 +86,9 @@ artifact::ModelFile continue_recorded_run(TrainFlags& f, bool print, int64_t ran
   }
   if (!f.save_model.empty()) io::check_writable(f.save_model, "--save-model (from the checkpoint)");
   // The precision decides the bits of every step to come: a resume keeps the run's.
-  std::string saved_precision = "fp32";  // saved before qtft kept one: FP32
-  if (file.training->config.contains("precision") && file.training->config.at("precision").is_string())
-    saved_precision = file.training->config.at("precision").get<std::string>();
+  // Read as --resume reads the run's options (FP32 for a file saved before qtft kept one).
+  const std::string saved_precision =
+      precision_name(train::train_options_from_json(file.training->config, f.train).precision);
   if (!f.runtime.precision.empty() && f.runtime.precision != saved_precision) {
     throw UsageError("--precision " + f.runtime.precision + ": " + f.load_model + " was trained in " + saved_precision +
                      " and resumes in it; drop --precision or give --precision " + saved_precision);

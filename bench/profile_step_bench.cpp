@@ -5,7 +5,7 @@
 // the rows add up to the profiled time. Prints the top operators per policy and JSON.
 //   build/bench/profile_step_bench [--config paper|small|wide] [--qat] [--variable-hidden-size H] [--policy
 //   blocks|lstm]
-//                                  [--steps 2] [--top 25] [--threads N] [--json out.json]
+//                                  [--precision fp32|bf16] [--steps 2] [--top 25] [--threads N] [--json out.json]
 #include <ATen/Parallel.h>
 #include <torch/optim/adam.h>
 
@@ -18,7 +18,9 @@
 #include "bench_configs.h"
 #include "op_profile.h"
 #include "qtft/artifact/model_loading.h"
+#include "qtft/common/precision.h"
 #include "qtft/io/atomic_file.h"
+#include "qtft/memory/autocast.h"
 #include "qtft/memory/checkpoint_policy.h"
 #include "qtft/model/model_building.h"
 #include "qtft/train/fused_adam.h"
@@ -28,8 +30,8 @@ namespace {
 
 using qtft::bench::by_time;
 
-nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::CheckpointPolicy policy, int steps,
-                       int top, int64_t variable_hidden_size) {
+nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::Precision precision,
+                       qtft::memory::CheckpointPolicy policy, int steps, int top, int64_t variable_hidden_size) {
   const bool wide = std::string(c.name) == "wide";
   auto dataset = qtft::bench::dataset_for(wide ? qtft::bench::kSmallConfig : c);
   auto options = wide ? qtft::bench::wide_options(c, qtft::bench::kWideObserved, qtft::bench::kWideKnown)
@@ -38,6 +40,7 @@ nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::
   if (variable_hidden_size > 0) options.variable_hidden_size(variable_hidden_size);
   auto model = qtft::model::build_model(options, 1);
   model->set_checkpoint_policy(policy);
+  model->set_precision(precision);
   model->train();
   qtft::train::FusedAdam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
   qtft::train::TrainOptions train;
@@ -58,16 +61,17 @@ nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::
   const double profiled_ms = step_total.ms;
   const int64_t calls = step_total.calls, all_calls = qtft::bench::total(times.self).calls;
   std::printf(
-      "\n%s, %s, checkpointing %s: %.0f ms per step (profiled), %lld operator calls per step (%lld from the "
+      "\n%s, %s, %s, checkpointing %s: %.0f ms per step (profiled), %lld operator calls per step (%lld from the "
       "step itself)\n",
-      c.name, qat ? "QAT" : "FP32", qtft::memory::checkpoint_policy_name(policy), step_ms,
-      static_cast<long long>(all_calls), static_cast<long long>(calls));
+      c.name, qat ? "QAT" : "no QAT", qtft::precision_name(precision), qtft::memory::checkpoint_policy_name(policy),
+      step_ms, static_cast<long long>(all_calls), static_cast<long long>(calls));
   auto top_rows =
       qtft::bench::print_op_table("operator, called by the step (inclusive)", top_level, profiled_ms, top, "step");
   auto self_rows =
       qtft::bench::print_op_table("operator, self time (callees excluded)", self, profiled_ms, top, "step");
   return {{"config", c.name},
           {"use_qat", qat},
+          {"precision", qtft::precision_name(precision)},
           {"policy", qtft::memory::checkpoint_policy_name(policy)},
           {"steps", steps},
           {"step_ms", step_ms},
@@ -82,7 +86,7 @@ nlohmann::json profile(const qtft::bench::TftConfig& c, bool qat, qtft::memory::
 
 int main(int argc, char** argv) {
   CLI::App app{"Profile of a TFT training step, without and with checkpointing"};
-  std::string config = "paper", policy_name = "blocks", json_path;
+  std::string config = "paper", policy_name = "blocks", precision_name = "fp32", json_path;
   bool qat = false;
   int steps = 2, top = 25, threads = 0;
   int64_t variable_hidden_size = 0;
@@ -95,12 +99,17 @@ int main(int argc, char** argv) {
   app.add_option("--policy", policy_name, "The checkpointing policy profiled against none: blocks or lstm")
       ->check(CLI::IsMember({"blocks", "lstm"}))
       ->capture_default_str();
+  app.add_option("--precision", precision_name, "fp32 or bf16 (bf16 products under LibTorch's autocast)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   app.add_option("--steps", steps, "Profiled steps per policy (after one warm-up step)")->capture_default_str();
   app.add_option("--top", top, "Operators listed per policy")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (0: LibTorch default)")->capture_default_str();
   app.add_option("--json", json_path, "Write the figures as JSON");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) at::set_num_threads(threads);
+  const qtft::Precision precision = qtft::parse_precision(precision_name);
+  qtft::memory::require_precision_support(precision, c10::Device(c10::kCPU));
   const auto& c = config == "paper"  ? qtft::bench::kPaperConfig
                   : config == "wide" ? qtft::bench::kWideConfig
                                      : qtft::bench::kSmallConfig;
@@ -109,7 +118,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(c.hidden), static_cast<long long>(c.heads), static_cast<long long>(c.batch));
   nlohmann::json results = nlohmann::json::array();
   for (auto policy : {qtft::memory::CheckpointPolicy::None, qtft::memory::parse_checkpoint_policy(policy_name)}) {
-    results.push_back(profile(c, qat, policy, steps, top, variable_hidden_size));
+    results.push_back(profile(c, qat, precision, policy, steps, top, variable_hidden_size));
   }
   nlohmann::json j{{"threads", at::get_num_threads()}, {"results", results}};
   if (!json_path.empty()) qtft::io::write_file_atomically(json_path, j.dump(2) + "\n");

@@ -74,7 +74,7 @@ at::Tensor GatedResidualNetworkImpl::finish(at::Tensor hidden, const at::Tensor&
   }
   hidden = fc2(at::elu(hidden));
   // The sum and its norm in FP32 under --precision bf16 (a bf16 gate's output is widened by the sum).
-  return layer_norm(memory::full_precision(skip) + gate(dropout(hidden)));
+  return layer_norm(gate->add_to(memory::full_precision(skip), dropout(hidden)));
 }
 
 }  // namespace qtft::model

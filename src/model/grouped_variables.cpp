@@ -2,7 +2,6 @@
 
 #include <ATen/ops/baddbmm.h>
 #include <ATen/ops/elu.h>
-#include <ATen/ops/sigmoid.h>
 #include <ATen/ops/stack.h>
 #include <c10/util/Exception.h>
 
@@ -10,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "qtft/model/detail/gated_sum.h"
 #include "qtft/quant/grouped_observer.h"
 
 namespace qtft::model {
@@ -80,9 +80,10 @@ at::Tensor grouped_grn_residual(const std::vector<GatedResidualNetworkImpl*>& gr
     for (size_t i = 0; i < grns.size(); ++i) dropped[i] = grns[i]->dropout->forward(dropped[i]);
     hidden = at::stack(dropped);
   }
-  // The gated branch first: the sum takes its contiguous layout, not x's strided one (x may
-  // be a transposed view of the [rows, variables, width] inputs).
-  return at::sigmoid(grouped_dense(gate, hidden)) * grouped_dense(value, hidden) + x;
+  // The sum takes the gated branch's contiguous layout, not x's strided one (x may be a
+  // transposed view of the [rows, variables, width] inputs).
+  const at::Tensor gate_logits = grouped_dense(gate, hidden);
+  return detail::gated_residual_sum(x, gate_logits, grouped_dense(value, hidden));
 }
 
 }  // namespace qtft::model

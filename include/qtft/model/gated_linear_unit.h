@@ -20,6 +20,9 @@ class GatedLinearUnitImpl : public torch::nn::Module {
   GatedLinearUnitImpl(int64_t input_size, int64_t output_size);
 
   at::Tensor forward(const at::Tensor& x);
+  // residual + forward(x), fused (detail::gated_residual_sum): the GLU's use in a residual
+  // network and a gated skip connection.
+  at::Tensor add_to(const at::Tensor& residual, const at::Tensor& x);
   // Both products in integers (DenseImpl::use_integer_product), fed by `input`.
   IntegerProductCount use_integer_products(const IntegerWeights& weights, const quant::ActivationFakeQuantImpl& input);
 

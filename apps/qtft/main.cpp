@@ -26,6 +26,10 @@ int main(int argc, char** argv) {
   CLI::App app{"qtft: Temporal Fusion Transformer forecasting with quantization-aware training", "qtft"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "qtft " QTFT_VERSION_STRING);
+  // A flag given twice takes its last value, as scripts that append overrides expect
+  // (`--epochs 4 ... --epochs 1`); each command's options inherit this. Lists still gather
+  // every value given.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   qtft::cli::add_make_data_command(app);
   qtft::cli::add_prepare_command(app);
   qtft::cli::add_convert_command(app);

@@ -59,6 +59,17 @@ TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.txt")));
 }
 
+TEST(Cli, AFlagGivenTwiceTakesItsLastValue) {
+  test::TempDir dir;
+  auto run = qtft(dir, "make-data --output " + dir.file("bars.csv") + " --rows 800 --symbols 1 --rows 500");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr(": 500 bars"));
+  run = qtft(dir, "train --csv-file " + dir.file("bars.csv") + " --encoder-length 16 --horizon 4" + kQuickTrain +
+                      " --horizon 0");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--horizon must be at least 1, got 0"));
+}
+
 TEST(Cli, BadDataExitsOneWithOneLineNamingFileColumnRow) {
   test::TempDir dir;
   auto path = dir.write("bad.csv",

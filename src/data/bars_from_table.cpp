@@ -294,7 +294,9 @@ const arrow::ChunkedArray* find_column(const arrow::Table& table, const std::str
   return column ? column.get() : nullptr;
 }
 
-// A declared input column: numbers, nulls allowed (the reader decides what they mean).
+// A declared input column: numbers, nulls allowed (the reader decides what they mean). A
+// NaN is missing as a null is: pandas and numpy write a missing number as NaN (a return's
+// first difference), and a warm-up of NaN is a warm-up. An infinity is an error.
 struct DeclaredColumn {
   Column col;
   std::vector<double> values;
@@ -319,8 +321,12 @@ DeclaredColumn declared_column(const arrow::Table& table, const std::string& sou
                ", expected a number (a real input; text columns are categorical inputs)");
   }
   for (size_t r = 0; r < n; ++r) {
-    if (d.valid[r] && !std::isfinite(d.values[r]))
+    if (!d.valid[r]) continue;
+    if (std::isnan(d.values[r])) {
+      d.valid[r] = 0;
+    } else if (!std::isfinite(d.values[r])) {
       d.col.fail_at(static_cast<int64_t>(r), "value " + format_number(d.values[r]) + " is not finite");
+    }
   }
   return d;
 }
@@ -633,7 +639,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
       } else if (!forward_fill) {
         const std::string since =
             st.first_row >= 0 ? "row " + std::to_string(first_row + st.first_row + 1) : "an earlier file";
-        d.col.fail_at(row, "null value inside symbol '" + series.symbol +
+        d.col.fail_at(row, "missing value (null or NaN) inside symbol '" + series.symbol +
                                "', whose declared inputs are complete since " + since +
                                ": give --missing forward-fill to carry the previous value forward");
       }
@@ -658,7 +664,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
     if (target) {
       const double v = target->values[r];
       if (!target->valid[r]) {
-        target->col.fail_at(row, "null value inside symbol '" + series.symbol +
+        target->col.fail_at(row, "missing value (null or NaN) inside symbol '" + series.symbol +
                                      "': the target has no value at this bar (a target is never filled forward)");
       }
       if (const char* domain = target_domain_error(target_declaration.transform, v)) {

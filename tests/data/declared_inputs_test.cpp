@@ -156,8 +156,9 @@ TEST(DeclaredInputs, BadCellsNameTheFileColumnAndRow) {
   };
   EXPECT_EQ(with("NA"),
             dir.file("d.csv") +
-                ": column 'x', row 4: null value inside symbol 'ES', whose declared inputs are complete since row 1: "
-                "give --missing forward-fill to carry the previous value forward");
+                ": column 'x', row 4: missing value (null or NaN) inside symbol 'ES', whose declared inputs are "
+                "complete since row 1: give --missing forward-fill to carry the previous value forward");
+  EXPECT_EQ(with("nan"), with("NA"));  // NaN is missing, as pandas writes it
   EXPECT_THAT(with("inf"), HasSubstr("d.csv: column 'x', row 4: value inf is not finite"));
   EXPECT_THAT(test::error_message([&] { read_bars_csv(dir.write("t.csv", declared_csv()), declaring({"note"}, {})); }),
               HasSubstr("t.csv: column 'note': has type string, expected a number"));
@@ -165,7 +166,8 @@ TEST(DeclaredInputs, BadCellsNameTheFileColumnAndRow) {
 
 TEST(MissingValues, LeadingNullsDropTheirBarsPerSeriesAndForwardFillCarriesTheRest) {
   test::TempDir dir;
-  const auto file = dir.write("d.csv", declared_csv({{0, ""}, {1, "NA"}, {2, ""}, {9, ""}, {10, ""}}));
+  // Null and NaN alike: the leading ones a warm-up, the others filled.
+  const auto file = dir.write("d.csv", declared_csv({{0, ""}, {1, "NaN"}, {2, ""}, {9, "nan"}, {10, ""}}));
   auto options = declaring({"x"}, {});
   options.inputs.missing = MissingValues::ForwardFill;
   const auto bars = read_bars_csv(file, options);
@@ -204,8 +206,8 @@ TEST(MissingValues, ASeriesContinuesFromFileToFileOfAFolder) {
   write_parquet_table(*read_csv_table(dir.write("1.csv", header + "\n" + first)), folder + "/part-0.parquet");
   write_parquet_table(*read_csv_table(dir.write("2.csv", header + "\n" + second)), folder + "/part-1.parquet");
   EXPECT_THAT(test::error_message([&] { read_bars_parquet_dataset(folder, declaring({"x"}, {})); }),
-              HasSubstr("part-1.parquet: column 'x', row 1: null value inside symbol 'ES', whose declared inputs are "
-                        "complete since an earlier file"));
+              HasSubstr("part-1.parquet: column 'x', row 1: missing value (null or NaN) inside symbol 'ES', whose "
+                        "declared inputs are complete since an earlier file"));
   auto options = declaring({"x"}, {});
   options.inputs.missing = MissingValues::ForwardFill;
   const auto bars = read_bars_parquet_dataset(folder, options);

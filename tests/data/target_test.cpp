@@ -135,8 +135,10 @@ TEST(Target, ValuesATransformCannotTakeNameTheFileColumnAndRow) {
   EXPECT_NO_THROW(read_bars_csv(dir.write("t.csv", target_csv({{4, "-2"}})),
                                 targeting("rv", TargetTransform::None, Normalization::Pooled)));
   // An interior null is never filled forward; leading nulls are a warm-up.
-  EXPECT_THAT(refused({{4, ""}}, TargetTransform::None),
-              HasSubstr("column 'rv', row 5: null value inside symbol 'ES': the target has no value at this bar"));
+  EXPECT_THAT(
+      refused({{4, ""}}, TargetTransform::None),
+      HasSubstr(
+          "column 'rv', row 5: missing value (null or NaN) inside symbol 'ES': the target has no value at this bar"));
   const auto warm = read_bars_csv(dir.write("w.csv", target_csv({{0, ""}, {1, ""}})),
                                   targeting("rv", TargetTransform::None, Normalization::Pooled));
   EXPECT_EQ(warm.leading_null_rows, 2);

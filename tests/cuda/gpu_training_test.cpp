@@ -58,13 +58,15 @@ struct Run {
 };
 
 // A QAT model with live observers, calibrated and trained on the GPU, dropout on.
-Run train_qat(const data::Dataset& d, memory::CheckpointPolicy policy, const std::function<bool()>& stop = {}) {
+Run train_qat(const data::Dataset& d, memory::CheckpointPolicy policy, const std::function<bool()>& stop = {},
+              Precision precision = Precision::Fp32) {
   // Two LSTM layers: on a GPU the dropout between them is drawn layer by layer (tft.cpp).
   auto model = model::build_model(test::tiny_model_options(d).use_qat(true).dropout(0.2).lstm_layers(2), 7);
   model->to(kGpu);
   calibrate_observers(model, d, 2, 16, 42, kGpu);
   auto options = test::tiny_train_options();
   options.checkpoint_policy = policy;
+  options.precision = precision;
   Trainer trainer(model, test::shared(d), options, kGpu);
   ProgressReporter quiet;
   auto result = trainer.fit(quiet, stop);
@@ -84,6 +86,25 @@ TEST_F(GpuTraining, CheckpointedEqualsPlainBitwiseWithLiveObservers) {
   // The run drew from its own CUDA stream, and dropout moved it.
   ASSERT_TRUE(plain.state.cuda_rng_state.defined());
   EXPECT_FALSE(test::bitwise_equal(plain.state.cuda_rng_state, memory::RandomStream(42, kGpu).cuda_state()));
+}
+
+// --precision bf16 on the GPU: CUDA autocast, and the recompute under the forward's state.
+TEST_F(GpuTraining, Bf16CheckpointedEqualsPlainBitwiseWithLiveObservers) {
+  const auto d = test::tiny_dataset();
+  const auto plain = train_qat(d, memory::CheckpointPolicy::None, {}, Precision::Bf16);
+  for (auto policy : {memory::CheckpointPolicy::Blocks, memory::CheckpointPolicy::Lstm}) {
+    const auto checkpointed = train_qat(d, policy, {}, Precision::Bf16);
+    expect_bitwise_equal(plain.state.current_weights, checkpointed.state.current_weights);
+    expect_bitwise_equal(plain.state.optimizer, checkpointed.state.optimizer);
+  }
+  // bf16 products took effect: the weights are not FP32's.
+  const auto fp32 = train_qat(d, memory::CheckpointPolicy::None);
+  ASSERT_EQ(fp32.state.current_weights.size(), plain.state.current_weights.size());
+  int differing = 0;
+  for (size_t i = 0; i < fp32.state.current_weights.size(); ++i) {
+    differing += !test::bitwise_equal(fp32.state.current_weights[i].second, plain.state.current_weights[i].second);
+  }
+  EXPECT_GT(differing, 0);
 }
 
 TEST_F(GpuTraining, ResumeAfterAStopIsBitwiseTheRunNeverStopped) {

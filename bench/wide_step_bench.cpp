@@ -6,7 +6,7 @@
 // from the model's shapes (matrix_flops below). Prints a table and writes JSON.
 //   build/bench/wide_step_bench [--widths 160,16] [--threads 2] [--timed-steps 1]
 //                               [--policies none,blocks] [--qat both|off|live] [--precisions fp32,bf16]
-//                               [--json out.json]
+//                               [--observed 200] [--known 20] [--json out.json]
 // With several precisions each case runs in each, side by side; a bf16 row's GEMM time is at
 // the rate of bf16 products (at::mm on bf16 matrices) in the same run.
 #include <ATen/Parallel.h>
@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   std::string qat = "both", json_path;
   int threads = 2, timed_steps = 1;
   bool steps_only = false;
+  int64_t observed = qtft::bench::kWideObserved, known = qtft::bench::kWideKnown;
   std::vector<std::string> precision_names{"fp32"};
   app.add_option("--widths", widths, "--variable-hidden-size values measured")->delimiter(',')->capture_default_str();
   app.add_option("--policies", policies, "Checkpoint policies measured")->delimiter(',')->capture_default_str();
@@ -112,6 +113,10 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
+  app.add_option("--observed", observed, "W's observed real inputs (fewer for a quick check)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--known", known, "W's known real inputs")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--json", json_path, "Write the figures as JSON");
   app.add_flag("--steps-only", steps_only,
                "The W steps alone: no 9-input step, no GEMM rate (for a run under callgrind, see "
@@ -178,8 +183,7 @@ int main(int argc, char** argv) {
     for (const bool live : {false, true}) {
       if ((qat == "off" && live) || (qat == "live" && !live)) continue;
       for (const auto& policy : policies)
-        for (const auto precision : precisions)
-          measure(qtft::bench::kWideObserved, qtft::bench::kWideKnown, width, live, policy, precision);
+        for (const auto precision : precisions) measure(observed, known, width, live, policy, precision);
     }
   }
   const nlohmann::json j{{"config", c.name},    {"threads", at::get_num_threads()}, {"timed_steps", timed_steps},

@@ -1,7 +1,8 @@
 """Data-parallel scaling of `qtft train` on this machine: training samples per second with
 one rank and with two (`--nproc 2`), on the same data, configuration and cores.
 
-    python3 bench/data_parallel_scaling.py [--qtft build/qtft] [--batches 30] [--json out.json]
+    python3 bench/data_parallel_scaling.py [--qtft build/qtft] [--batches 30] [--validation-fraction F]
+                                           [--json out.json]
 
 Every run trains one epoch of --batches steps of the small benchmark configuration (encoder
 64, horizon 8, hidden 64, 4 heads) on the embedded data; its figure is the epoch's training
@@ -25,9 +26,11 @@ import time
 MODEL = ["--encoder-length", "64", "--horizon", "8", "--hidden-size", "64", "--attention-heads", "4"]
 
 
-def run(qtft, extra, batches, workdir):
+def run(qtft, extra, batches, workdir, validation_fraction=None):
     metrics = os.path.join(workdir, "metrics.json")
     flags = ["train", *MODEL, "--epochs", "1", "--max-batches-per-epoch", str(batches), *extra]
+    if validation_fraction is not None:
+        flags += ["--validation-fraction", str(validation_fraction)]
     command = [qtft, *flags, "--metrics-json", metrics]
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=workdir)
@@ -44,6 +47,8 @@ def main():
     parser.add_argument("--qtft", default="build/qtft")
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--validation-fraction", type=float,
+                        help="qtft's share of rows for validation (default: qtft's); small for a quick check")
     parser.add_argument("--json")
     args = parser.parse_args()
     qtft = os.path.abspath(args.qtft)
@@ -65,7 +70,7 @@ def main():
                  2 * args.batch_size),
             ]
             for name, extra, global_batch in variants:
-                row = run(qtft, extra + qat, args.batches, workdir)
+                row = run(qtft, extra + qat, args.batches, workdir, args.validation_fraction)
                 row.update({"run": name, "mode": mode, "global_batch": global_batch})
                 rows.append(row)
                 print(f"{mode:31s} {name:32s} global batch {global_batch:4d}: "

@@ -30,6 +30,7 @@ import tempfile
 import time
 
 PRECISIONS = ("fp32", "bf16")
+NO_BF16 = 3  # the exit code on a CPU without BF16 instructions (bench-smoke skips on it)
 
 
 def cpu_description():
@@ -130,6 +131,10 @@ def main():
         work = args.work or temporary
         os.makedirs(work, exist_ok=True)
         cpu = cpu_description()
+        if not (cpu["avx512_bf16"] or cpu["amx_bf16"]):
+            # qtft refuses --precision bf16 there (emulated bf16 is slower than FP32).
+            print(f"{cpu['cpu']} has neither avx512_bf16 nor amx_bf16: nothing to compare", file=sys.stderr)
+            sys.exit(NO_BF16)
         print(f"{cpu['cpu']}: avx512_bf16 {cpu['avx512_bf16']}, amx_bf16 {cpu['amx_bf16']}; "
               f"{args.epochs} epochs, hidden {args.hidden_size}, {args.threads} threads", flush=True)
         data_sets = [seed_spread(args, "demo", [], work)]

@@ -1,7 +1,8 @@
 """One benchmark at a tiny size, for ctest's `bench-smoke` label: does it still run, and does
 it still write what the docs quote?
 
-    python3 bench/smoke_check.py [--reference docs/results/X.json ...] -- COMMAND ... @JSON@ ...
+    python3 bench/smoke_check.py [--reference docs/results/X.json ...] [--skip-on-exit N]
+                                 -- COMMAND ... @JSON@ ...
 
 Runs COMMAND with @JSON@ replaced by a fresh file's path and fails when the command fails,
 writes no JSON, or writes JSON that lacks a key some reference file holds. Each reference is
@@ -9,6 +10,8 @@ a file in docs/results that the same bench wrote at full size: every key in it (
 the elements of a list merged) must be one the bench writes today, so a figure the docs quote
 from it cannot come from a key nobody writes any more. Keys the bench added since are
 reported, not failed: the reference is older, and rewriting it means measuring again.
+With --skip-on-exit N, the bench's exit code N (what it cannot measure on this machine, such
+as bf16 on a CPU without BF16 instructions) is a skip, exit 77 (ctest's SKIP_RETURN_CODE).
 """
 
 import argparse
@@ -19,6 +22,7 @@ import sys
 import tempfile
 
 PLACEHOLDER = "@JSON@"
+SKIPPED = 77
 
 
 def key_paths(value, prefix=""):
@@ -38,6 +42,7 @@ def key_paths(value, prefix=""):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reference", action="append", default=[], help="a docs/results file the bench wrote")
+    parser.add_argument("--skip-on-exit", type=int, help="the bench's exit code that means 'not on this machine'")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the bench's command line")
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -48,6 +53,9 @@ def main():
         command = [part.replace(PLACEHOLDER, out) for part in command]
         print("running:", " ".join(command), flush=True)
         done = subprocess.run(command, cwd=work, check=False)
+        if args.skip_on_exit is not None and done.returncode == args.skip_on_exit:
+            print(f"skipped: the bench exited {done.returncode}, which it does where it cannot measure")
+            sys.exit(SKIPPED)
         if done.returncode != 0:
             sys.exit(f"the bench failed with exit code {done.returncode}")
         if not os.path.exists(out):

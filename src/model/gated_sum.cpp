@@ -42,8 +42,10 @@ __attribute__((target_clones("avx2", "default"))) void sum_row(float* out, const
   }
 }
 
-// Backward, one row: with g the incoming gradient rounded to the gate's type,
-// value's gradient g * s and the logits' (g * value) * (1 - s) * s, each rounded once.
+// Backward, one row, with g the incoming gradient rounded to the gate's type (as autograd
+// rounds the gradient of a bf16 input of an FP32 sum): value's gradient g * s, as at::mul's
+// backward forms it; the logits' gradient t * (1 - s) * s with t = g * value rounded to the
+// gate's type, as at::sigmoid_backward forms it from the product's gradient t.
 template <typename scalar_t>
 __attribute__((target_clones("avx2", "default"))) void gradient_row(scalar_t* gate_grad, scalar_t* value_grad,
                                                                     const float* grad, const scalar_t* s,
@@ -146,6 +148,7 @@ class GatedResidualSum : public torch::autograd::Function<GatedResidualSum> {
     RECORD_FUNCTION("qtft::gated_residual_sum_backward", std::vector<c10::IValue>());
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& grad = grad_outputs[0];
+    if (!grad.defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
     auto [gate_grad, value_grad] = saved[0].scalar_type() == at::kBFloat16
                                        ? fused_gradients<c10::BFloat16>(grad, saved[0], saved[1])
                                        : fused_gradients<float>(grad, saved[0], saved[1]);

@@ -2,6 +2,7 @@
 walk costs beyond the training it contains.
 
     python3 bench/backtest_bench.py regime [--qtft build/qtft] [--work DIR] [--json out.json]
+                                           [--regime-rows 24000] [--shift 6000] [--initial 5000] [--step 1000]
     python3 bench/backtest_bench.py cost   [--qtft build/qtft] [--work DIR] [--json out.json]
                                            [--rows 1000000] [--symbols 10] [--folds 20]
     python3 bench/backtest_bench.py memory [--qtft build/qtft] [--work DIR] [--json out.json]
@@ -29,7 +30,7 @@ windows forecast, per size. --fixed-symbols N keeps N symbols at every size (eac
 forecasts the same windows, N x 2,500, whatever the history). --delete-data removes each
 folder once measured.
 
-All run `qtft` with --threads 2 and hidden size 16. Run on an otherwise idle machine.
+All run `qtft` with hidden size 16 and --threads (default 2). Run on an otherwise idle machine.
 """
 
 import argparse
@@ -41,13 +42,15 @@ import subprocess
 import sys
 import time
 
-COMMON = ["--hidden-size", "16", "--threads", "2", "--cost-bps", "1"]
+def common_flags(threads):
+    """The flags every backtest here runs with."""
+    return ["--hidden-size", "16", "--threads", str(threads), "--cost-bps", "1"]
 
 
-def run_backtest(qtft, output, args):
+def run_backtest(qtft, output, args, threads):
     """Runs one backtest into a fresh `output`; returns its folds.json, wall seconds, peak RSS (KiB)."""
     shutil.rmtree(output, ignore_errors=True)
-    command = [qtft, "backtest", *args, *COMMON, "--output", output]
+    command = [qtft, "backtest", *args, *common_flags(threads), "--output", output]
     print("$ " + " ".join(command), flush=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
@@ -62,14 +65,14 @@ def run_backtest(qtft, output, args):
 
 def regime(args):
     data = os.path.join(args.work, "regime.parquet")
-    subprocess.run([args.qtft, "make-data", "--output", data, "--rows", "24000", "--symbols", "2",
+    subprocess.run([args.qtft, "make-data", "--output", data, "--rows", str(args.regime_rows), "--symbols", "2",
                     "--shift-after-bar", str(args.shift)], check=True, stdout=subprocess.DEVNULL)
     walk = ["--parquet-file", data, "--initial-train-bars", str(args.initial), "--step", str(args.step),
             "--epochs", "3", "--update-epochs", "1"]
     results = {}
     for refit in ("none", "update", "full"):
         record, wall, _ = run_backtest(args.qtft, os.path.join(args.work, f"regime-{refit}"),
-                                       walk + ["--refit", refit])
+                                       walk + ["--refit", refit], args.threads)
         results[refit] = {
             "wall_seconds": wall,
             "folds": [{
@@ -116,7 +119,7 @@ def cost(args):
     step = (bars - initial) // args.folds
     record, wall, peak = run_backtest(args.qtft, os.path.join(args.work, "cost"), [
         "--parquet-file", data, "--initial-train-bars", str(initial), "--step", str(step), "--epochs", "1",
-        "--update-epochs", "1", "--refit", "update", "--encoder-length", "32"])
+        "--update-epochs", "1", "--refit", "update", "--encoder-length", "32"], args.threads)
     folds = record["folds"]
     training = sum(f["training"]["seconds"] for f in folds)
     forecasting = sum(f["forecast_seconds"] for f in folds)
@@ -182,7 +185,8 @@ def memory(args):
         shutil.rmtree(output, ignore_errors=True)
         initial = per_symbol - 4 * 2500
         command = [args.qtft, "backtest", "--data", folder, "--initial-train-bars", str(initial), "--step", "2500",
-                   "--epochs", "1", "--update-epochs", "1", "--max-batches-per-epoch", "50", *COMMON,
+                   "--epochs", "1", "--update-epochs", "1", "--max-batches-per-epoch", "50",
+                   *common_flags(args.threads),
                    "--output", output]
         print("$ " + " ".join(command), flush=True)
         wall, peak, anon, file_backed = peak_rss_run(command)
@@ -211,6 +215,8 @@ def main():
     parser.add_argument("--qtft", default="build/qtft")
     parser.add_argument("--work", default="build/backtest-bench")
     parser.add_argument("--json")
+    parser.add_argument("--threads", type=int, default=2, help="qtft's CPU threads in every backtest")
+    parser.add_argument("--regime-rows", type=int, default=24000, help="regime: bars in all, over 2 symbols")
     parser.add_argument("--shift", type=int, default=6000)
     parser.add_argument("--initial", type=int, default=5000)
     parser.add_argument("--step", type=int, default=1000)

@@ -1,7 +1,7 @@
 """Data at scale: what a partitioned Parquet dataset of growing size costs `qtft`, per size.
 
     python3 bench/scale_bench.py [--qtft build/qtft] [--sizes 1e6,1e7,5e7] [--with-200m]
-                                 [--work DIR] [--json out.json]
+                                 [--bars-per-symbol 500000] [--rounds 5] [--work DIR] [--json out.json]
     python3 bench/scale_bench.py --wide 225 [--single-file] [--row-group-rows 1000000]
                                  [--delete-data] [--no-folder] [--no-train] [--sizes 1e7] [--json out.json]
 
@@ -52,8 +52,8 @@ import time
 WINDOWS = ["--encoder-length", "64", "--horizon", "8", "--validation-fraction", "0.002", "--test-fraction", "0.002"]
 TRAIN = ["--hidden-size", "32", "--attention-heads", "4", "--epochs", "1", "--max-batches-per-epoch", "50",
          "--batch-size", "64", "--seed", "1"]
-BARS_PER_SYMBOL = 500_000
-ROUNDS = 5  # alternating store / in-memory training runs at the smallest size
+BARS_PER_SYMBOL = 500_000  # --bars-per-symbol's default
+ROUNDS = 5  # --rounds' default: alternating store / in-memory training runs at the smallest size
 
 
 def sampled_ranks(command, cwd):
@@ -181,8 +181,8 @@ def epoch_rate(metrics):
         return json.load(f)["epochs"][0]["samples_per_second"]
 
 
-def measure_size(qtft, python, rows, work, in_memory_too):
-    symbols = max(2, rows // BARS_PER_SYMBOL)
+def measure_size(qtft, python, rows, work, in_memory_too, bars_per_symbol=BARS_PER_SYMBOL, rounds=ROUNDS):
+    symbols = max(2, rows // bars_per_symbol)
     folder = os.path.join(work, f"bars-{rows}") + "/"
     if not os.path.exists(folder):
         subprocess.run([qtft, "make-data", "--output", folder, "--rows", str(rows), "--symbols", str(symbols),
@@ -214,7 +214,7 @@ def measure_size(qtft, python, rows, work, in_memory_too):
         # VM's speed drifts by 10-25% from one run to the next.
         in_memory = [qtft, "train", "--data", folder, "--no-feature-store", *WINDOWS, *TRAIN, "--metrics-json", metrics]
         rates = {"store": [], "memory": []}
-        for _ in range(ROUNDS):
+        for _ in range(rounds):
             peak_rss(train, work)
             rates["store"].append(epoch_rate(metrics))
             row["in_memory_train_seconds"], row["in_memory_train_memory"] = peak_rss(in_memory, work)
@@ -302,8 +302,9 @@ def measure_wide_source(qtft, source, store, rows, inputs, work, train_too=True)
     return row
 
 
-def measure_wide(qtft, python, rows, work, k, single_file, group_rows, delete, folder_too=True, train_too=True):
-    symbols = max(2, rows // BARS_PER_SYMBOL)
+def measure_wide(qtft, python, rows, work, k, single_file, group_rows, delete, folder_too=True, train_too=True,
+                 bars_per_symbol=BARS_PER_SYMBOL):
+    symbols = max(2, rows // bars_per_symbol)
     folder = os.path.join(work, f"wide{k}-{rows}") + "/"
     row = {"rows": rows, "symbols": symbols, "declared_inputs": k, "inputs": wide_inputs(k)}
     if not os.path.exists(folder):
@@ -372,6 +373,10 @@ def main():
     parser.add_argument("--with-200m", action="store_true", help="also 200M rows (400 symbols; ~40 GB of disk)")
     parser.add_argument("--work", default="build/scale_bench")
     parser.add_argument("--python", help="Python with the pinned pyarrow (default: the build's QTFT_PYTHON)")
+    parser.add_argument("--bars-per-symbol", type=int, default=BARS_PER_SYMBOL,
+                        help="bars of each symbol (symbols: a size's bars over this, at least 2); small for a quick check")
+    parser.add_argument("--rounds", type=int, default=ROUNDS,
+                        help="alternating store / in-memory training runs at the smallest size")
     parser.add_argument("--json")
     parser.add_argument("--wide", type=int, metavar="K",
                         help="instead: K declared inputs (make-data --extra-inputs K, K >= 3), prepare and train only")
@@ -387,7 +392,7 @@ def main():
     work = os.path.abspath(args.work)
     os.makedirs(work, exist_ok=True)
     sizes = [int(float(s)) for s in args.sizes.split(",")] + ([200_000_000] if args.with_200m else [])
-    config = {"cores": os.cpu_count(), "windows": WINDOWS, "train": TRAIN, "bars_per_symbol": BARS_PER_SYMBOL}
+    config = {"cores": os.cpu_count(), "windows": WINDOWS, "train": TRAIN, "bars_per_symbol": args.bars_per_symbol}
     if args.wide is not None:
         if args.wide < 3:
             sys.exit("--wide K needs K >= 3 (lead_signal, event_flag, vol_class, then noise columns)")
@@ -400,7 +405,8 @@ def main():
         if args.no_folder and not args.single_file:
             sys.exit("--no-folder needs --single-file")
         rows = [measure_wide(qtft, python, n, work, args.wide, args.single_file, args.row_group_rows,
-                             args.delete_data, not args.no_folder, not args.no_train) for n in sizes]
+                             args.delete_data, not args.no_folder, not args.no_train, args.bars_per_symbol)
+                for n in sizes]
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"config": config, "wide": rows}, f, indent=2)
@@ -409,7 +415,7 @@ def main():
     print(f"qtft scale bench: {os.cpu_count()} cores; windows {' '.join(WINDOWS)}; train {' '.join(TRAIN)}")
     rows = []
     for i, n in enumerate(sizes):
-        row = measure_size(qtft, python, n, work, in_memory_too=(i == 0))
+        row = measure_size(qtft, python, n, work, (i == 0), args.bars_per_symbol, args.rounds)
         rows.append(row)
         ranks = " / ".join(gib(b) for b in row["nproc2_rank_anonymous_bytes"])
         print(f"{n:>11,} bars ({row['symbols']} symbols): prepare {row['prepare_seconds']:.1f} s "
@@ -420,7 +426,7 @@ def main():
               f"--nproc 2 anonymous per rank {ranks} GiB", flush=True)
         if "in_memory_train_memory" in row:
             print(f"{'':>11}  in memory (--no-feature-store): train peak RSS {memory(row['in_memory_train_memory'])} GiB; "
-                  f"median samples/s of {ROUNDS} alternating rounds: store {row['train_samples_per_second']:.0f}, "
+                  f"median samples/s of {args.rounds} alternating rounds: store {row['train_samples_per_second']:.0f}, "
                   f"in memory {row['in_memory_train_samples_per_second']:.0f} "
                   f"({row['train_samples_per_second'] / row['in_memory_train_samples_per_second']:.3f}x)", flush=True)
     if args.json:

@@ -58,6 +58,7 @@ void add_forecast_command(CLI::App& app) {
     f.data.source.read.future_rows = true;  // rows ahead carry the known inputs of the bars to forecast
     auto bars = data::load_latest_bars(f.data.source, static_cast<size_t>(forecaster.min_bars()));
     auto forecasts = forecaster.forecast(bars.series);
+    for (const auto& forecast : forecasts) std::cerr << infer::format_unknown_levels(forecast);
     if (!f.output.empty()) {
       data::write_forecast_table(infer::forecast_table(forecasts), f.output);
       std::fprintf(stderr, "Wrote %s: %zu series x %lld steps\n", f.output.c_str(), forecasts.size(),

@@ -121,10 +121,15 @@ CategoryMaps category_maps(const std::vector<FeatureStats>& stats, const std::ve
   return maps;
 }
 
+// (input, the series' level index) of the cells whose level a vocabulary lacks.
+using UnknownCodes = std::set<std::pair<size_t, size_t>>;
+
 // Rows of `raw` (width stats.size()) normalized by `stats`, categorical cells through
-// `maps`; marks in `unknown_rows` (one flag a row) the rows holding a level the vocabulary lacks.
+// `maps`; marks in `unknown_rows` (one flag a row) the rows holding a level the vocabulary
+// lacks, and adds those cells' input and level to `unknown_codes` when given.
 void normalize_into(const std::vector<double>& raw, const std::vector<FeatureStats>& stats, const CategoryMaps& maps,
-                    std::vector<float>& out, std::vector<uint8_t>& unknown_rows) {
+                    std::vector<float>& out, std::vector<uint8_t>& unknown_rows,
+                    UnknownCodes* unknown_codes = nullptr) {
   out.resize(raw.size());
   const size_t width = stats.size();
   for (size_t i = 0; i < raw.size(); ++i) {
@@ -132,11 +137,24 @@ void normalize_into(const std::vector<double>& raw, const std::vector<FeatureSta
     const auto& s = stats[j];
     if (j < maps.size() && !maps[j].empty()) {
       const double feature = maps[j].at(static_cast<size_t>(raw[i]));
-      if (feature == 0) unknown_rows.at(i / width) = 1;
+      if (feature == 0) {
+        unknown_rows.at(i / width) = 1;
+        if (unknown_codes != nullptr) unknown_codes->emplace(j, static_cast<size_t>(raw[i]));
+      }
       out[i] = static_cast<float>(feature);
     } else {
       out[i] = static_cast<float>((raw[i] - s.mean) / s.std);
     }
+  }
+}
+
+// The levels behind `codes` by name, in input order, appended to `out`.
+void name_unknown_levels(const UnknownCodes& codes, const std::vector<FeatureStats>& stats,
+                         const std::vector<std::vector<std::string>>& levels, const std::string& symbol,
+                         std::vector<UnknownLevel>& out) {
+  const size_t derived = derived_count(stats);
+  for (const auto& [j, code] : codes) {
+    out.push_back({stats[j].name, series_levels(levels, j - derived, symbol, stats[j].name).at(code)});
   }
 }
 
@@ -495,10 +513,16 @@ void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const
   // A row counts once as unknown, though an observed and a known level may both be new.
   const size_t rows = raw.target.size();
   std::vector<uint8_t> unknown(rows, 0), unknown_static(1, 0);
-  normalize_into(raw.observed, observed, category_maps(observed, s.observed_levels, s.symbol), f.observed, unknown);
-  normalize_into(raw.known, known, category_maps(known, s.known_levels, s.symbol), f.known, unknown);
+  UnknownCodes observed_codes, known_codes, static_codes;
+  normalize_into(raw.observed, observed, category_maps(observed, s.observed_levels, s.symbol), f.observed, unknown,
+                 &observed_codes);
+  normalize_into(raw.known, known, category_maps(known, s.known_levels, s.symbol), f.known, unknown, &known_codes);
   normalize_into(raw.statics, spec.statics, category_maps(spec.statics, s.static_levels, s.symbol), f.statics,
-                 unknown_static);
+                 unknown_static, &static_codes);
+  f.unknown_levels.clear();
+  name_unknown_levels(static_codes, spec.statics, s.static_levels, s.symbol, f.unknown_levels);
+  name_unknown_levels(observed_codes, observed, s.observed_levels, s.symbol, f.unknown_levels);
+  name_unknown_levels(known_codes, known, s.known_levels, s.symbol, f.unknown_levels);
   f.unknown_category_rows =
       unknown_static[0] ? static_cast<int64_t>(rows) : std::count(unknown.begin(), unknown.end(), uint8_t{1});
   const double center = per_series ? own.target_center : spec.target_center;

@@ -110,6 +110,7 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
   f.symbol = tail.symbol;
   f.origin_ns = last;
   f.origin_close = p.features.close.back();  // the target column's last value (the close by default)
+  f.unknown_levels = p.features.unknown_levels;
   f.quantiles = file.options.quantiles();
   f.bar_interval_ns = median_spacing(tail.timestamp_ns);
   if (future_ns.empty()) {  // neither given nor in future rows
@@ -244,5 +245,19 @@ ModelKind Forecaster::kind() const {
 }
 std::string Forecaster::source() const { return state_->source; }
 std::string Forecaster::int8_kernels() const { return state_->int8_kernels; }
+
+std::string format_unknown_levels(const Forecast& forecast) {
+  std::string out;
+  for (size_t i = 0; i < forecast.unknown_levels.size();) {
+    const std::string& input = forecast.unknown_levels[i].input;
+    std::string levels;
+    for (; i < forecast.unknown_levels.size() && forecast.unknown_levels[i].input == input; ++i) {
+      levels += (levels.empty() ? "'" : ", '") + forecast.unknown_levels[i].level + "'";
+    }
+    out += "symbol '" + forecast.symbol + "': input '" + input + "' has levels the model was not trained on (" +
+           levels + "): forecast from the input's unknown entry\n";
+  }
+  return out;
+}
 
 }  // namespace qtft::infer

@@ -105,6 +105,10 @@ TEST(CategoricalInputs, VocabulariesComeFromTheTrainingSplitAndNewLevelsAreUnkno
   const auto& nq = dataset.series()[1];
   EXPECT_THAT(std::vector<float>(nq.statics.begin(), nq.statics.end()), ElementsAre(1.0f, 2.0f));
   EXPECT_EQ(dataset.notes().unknown_category_rows, 5);  // ES's bars 35..39
+  // Which input and level, once each: what serving names (Forecast::unknown_levels).
+  EXPECT_THAT(featurize_series(bars.series[0], bars.has_range, bars.has_volume, spec, 0).unknown_levels,
+              ElementsAre(UnknownLevel{"venue", "C"}));
+  EXPECT_THAT(featurize_series(bars.series[1], bars.has_range, bars.has_volume, spec, 1).unknown_levels, ElementsAre());
   const auto summary = summarize_dataset(dataset);
   EXPECT_THAT(summary, HasSubstr("static [symbol, tick, sector]"));
   EXPECT_THAT(summary, HasSubstr("input counts: 3 observed (1 declared, 1 of them categorical), 5 known (1 declared, "

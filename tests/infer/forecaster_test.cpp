@@ -102,6 +102,19 @@ TEST(Forecaster, MatchesTheBacktestForTheWindowEndingAtT) {
   }
 }
 
+// Levels the model was not trained on: one line per input, naming each level; none, nothing.
+TEST(Forecaster, NamesTheLevelsItForecastFromTheUnknownEntry) {
+  Forecast forecast;
+  forecast.symbol = "ES";
+  EXPECT_EQ(format_unknown_levels(forecast), "");
+  forecast.unknown_levels = {{"sector", "energy"}, {"venue", "C"}, {"venue", "D"}};
+  EXPECT_EQ(format_unknown_levels(forecast),
+            "symbol 'ES': input 'sector' has levels the model was not trained on ('energy'): forecast from the "
+            "input's unknown entry\n"
+            "symbol 'ES': input 'venue' has levels the model was not trained on ('C', 'D'): forecast from the input's "
+            "unknown entry\n");
+}
+
 TEST(Forecaster, ContinuesTheSeriesAtItsMedianBarSpacing) {
   auto saved = save_tiny_model();
   auto forecaster = Forecaster::load(saved.path);

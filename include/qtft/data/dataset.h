@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qtft/data/bars.h"
+#include "qtft/data/unknown_level.h"
 
 namespace qtft::data {
 
@@ -110,12 +111,13 @@ struct SeriesFeatures {
   // The close, or the target column's value when the target has a column of its own: the
   // level that forecasts convert back to.
   std::vector<double> close;
-  std::vector<float> observed;        // rows x observed.size(), normalized
-  std::vector<float> known;           // rows x known.size(), normalized
-  std::vector<float> target;          // rows: this bar's (transformed target - center) / scale
-  std::vector<float> statics;         // the declared static inputs, normalized, one row
-  int64_t unknown_category_rows = 0;  // rows with a categorical level the spec's vocabulary lacks
-  int64_t first_bar_ns = 0;           // the series' first bar, which has no row of its own
+  std::vector<float> observed;               // rows x observed.size(), normalized
+  std::vector<float> known;                  // rows x known.size(), normalized
+  std::vector<float> target;                 // rows: this bar's (transformed target - center) / scale
+  std::vector<float> statics;                // the declared static inputs, normalized, one row
+  int64_t unknown_category_rows = 0;         // rows with a categorical level the spec's vocabulary lacks
+  std::vector<UnknownLevel> unknown_levels;  // those levels, each once, in input order
+  int64_t first_bar_ns = 0;                  // the series' first bar, which has no row of its own
   // Rows [bounds[k], bounds[k+1]) form split k (train, validation, test).
   std::array<int64_t, 4> split_bounds{};
   size_t rows() const { return timestamp_ns.size(); }

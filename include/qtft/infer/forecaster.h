@@ -15,6 +15,7 @@
 #include "qtft/common/device_choice.h"
 #include "qtft/common/precision.h"
 #include "qtft/data/bars.h"
+#include "qtft/data/unknown_level.h"
 
 namespace qtft::infer {
 
@@ -52,7 +53,14 @@ struct Forecast {
   bool timestamps_continued = false;
   int64_t bar_interval_ns = 0;
   std::vector<ForecastStep> steps;  // horizon() of them
+  // Categorical levels in the bars read that the model's vocabulary lacks, each once in
+  // input order: the forecast took their unknown entry (format_unknown_levels says so).
+  std::vector<data::UnknownLevel> unknown_levels;
 };
+
+// One line per series and input with levels the model was not trained on, naming them;
+// empty when there are none.
+std::string format_unknown_levels(const Forecast& forecast);
 
 // A model file opened for forecasting (FP32 or QAT; fake-quantized models forecast as they
 // were evaluated). Forecasts read the same validation and feature code as training, so

@@ -2,7 +2,7 @@
 
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/add.h>
-#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/record_function.h>
@@ -60,11 +60,23 @@ __attribute__((target_clones("avx2", "default"))) void gradient_row(scalar_t* ga
   }
 }
 
-// Rows of a TensorIterator loop, handed to `row` as pointers to `Tensors` operands and a
-// length. A row whose elements are not adjacent in every operand goes element by element
-// (not met by the callers, whose rows are contiguous, but correct for any strides).
+// An iterator over `outputs`, then `inputs`, each of its own type (the row kernels know
+// them); it owns its operands.
+at::TensorIterator iterator_over(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs) {
+  at::TensorIteratorConfig config;
+  config.check_all_same_dtype(false);
+  for (const at::Tensor& output : outputs) config.add_owned_output(output);
+  for (const at::Tensor& input : inputs) config.add_owned_const_input(input);
+  return config.build();
+}
+
+// Rows of `iter`, handed to `row` as pointers to its `Tensors` operands and a length. A row
+// whose elements are not adjacent in every operand goes element by element (not met by the
+// callers, whose rows are contiguous, but correct for any strides).
 template <int64_t Tensors, typename Row>
-void for_each_row(at::TensorIterator& iter, const std::array<int64_t, Tensors>& element_sizes, const Row& row) {
+void for_each_row(at::TensorIterator& iter, const Row& row) {
+  std::array<int64_t, Tensors> element_sizes;
+  for (int64_t t = 0; t < Tensors; ++t) element_sizes[t] = iter.element_size(t);
   iter.for_each(
       [&](char** data, const int64_t* strides, int64_t size0, int64_t size1) {
         std::array<char*, Tensors> pointers;
@@ -91,15 +103,9 @@ void for_each_row(at::TensorIterator& iter, const std::array<int64_t, Tensors>& 
 
 template <typename scalar_t>
 at::Tensor fused_sum(const at::Tensor& residual, const at::Tensor& s, const at::Tensor& value) {
-  at::Tensor out = at::empty(residual.sizes(), residual.options().memory_format(at::MemoryFormat::Contiguous));
-  auto iter = at::TensorIteratorConfig()
-                  .check_all_same_dtype(false)
-                  .add_output(out)
-                  .add_const_input(residual)
-                  .add_const_input(s)
-                  .add_const_input(value)
-                  .build();
-  for_each_row<4>(iter, {sizeof(float), sizeof(float), sizeof(scalar_t), sizeof(scalar_t)}, [](char** p, int64_t n) {
+  at::Tensor out = at::empty_like(residual, at::MemoryFormat::Contiguous);
+  auto iter = iterator_over({out}, {residual, s, value});
+  for_each_row<4>(iter, [](char** p, int64_t n) {
     sum_row<scalar_t>(reinterpret_cast<float*>(p[0]), reinterpret_cast<const float*>(p[1]),
                       reinterpret_cast<const scalar_t*>(p[2]), reinterpret_cast<const scalar_t*>(p[3]), n);
   });
@@ -109,23 +115,14 @@ at::Tensor fused_sum(const at::Tensor& residual, const at::Tensor& s, const at::
 template <typename scalar_t>
 std::pair<at::Tensor, at::Tensor> fused_gradients(const at::Tensor& grad, const at::Tensor& s,
                                                   const at::Tensor& value) {
-  at::Tensor gate_grad = at::empty(s.sizes(), s.options().memory_format(at::MemoryFormat::Contiguous));
-  at::Tensor value_grad = at::empty(s.sizes(), s.options().memory_format(at::MemoryFormat::Contiguous));
-  auto iter = at::TensorIteratorConfig()
-                  .check_all_same_dtype(false)
-                  .add_output(gate_grad)
-                  .add_output(value_grad)
-                  .add_const_input(grad)
-                  .add_const_input(s)
-                  .add_const_input(value)
-                  .build();
-  for_each_row<5>(iter, {sizeof(scalar_t), sizeof(scalar_t), sizeof(float), sizeof(scalar_t), sizeof(scalar_t)},
-                  [](char** p, int64_t n) {
-                    gradient_row<scalar_t>(reinterpret_cast<scalar_t*>(p[0]), reinterpret_cast<scalar_t*>(p[1]),
-                                           reinterpret_cast<const float*>(p[2]),
-                                           reinterpret_cast<const scalar_t*>(p[3]),
-                                           reinterpret_cast<const scalar_t*>(p[4]), n);
-                  });
+  at::Tensor gate_grad = at::empty_like(s, at::MemoryFormat::Contiguous);
+  at::Tensor value_grad = at::empty_like(s, at::MemoryFormat::Contiguous);
+  auto iter = iterator_over({gate_grad, value_grad}, {grad, s, value});
+  for_each_row<5>(iter, [](char** p, int64_t n) {
+    gradient_row<scalar_t>(reinterpret_cast<scalar_t*>(p[0]), reinterpret_cast<scalar_t*>(p[1]),
+                           reinterpret_cast<const float*>(p[2]), reinterpret_cast<const scalar_t*>(p[3]),
+                           reinterpret_cast<const scalar_t*>(p[4]), n);
+  });
   return {gate_grad, value_grad};
 }
 

@@ -76,6 +76,11 @@ void add_input_flags(CLI::App& cmd, DataFlags& f) {
                  "The tz database zone whose clock the calendar inputs (time of day, day of week) read, e.g. "
                  "America/Chicago for CME, so that a session open keeps its time of day across daylight saving; "
                  "default UTC");
+  cmd.add_option("--calendar", f.calendar,
+                 "The calendar inputs, a comma list of time-of-day, day-of-week, day-of-month, month-of-year, or "
+                 "none; default: those that vary at the bars' spacing (intraday: time of day and day of week; "
+                 "daily: day of week, day of month, month of year; weekly: day of month, month of year; monthly: "
+                 "month of year)");
   cmd.add_option("--target-column", inputs.target.column,
                  "The column to forecast (default: the close); its past is an observed input, 'target'");
   cmd.add_option("--target-transform", f.target_transform,
@@ -111,6 +116,10 @@ void finish_data_flags(DataFlags& f) {
       f.missing == "forward-fill" ? data::MissingValues::ForwardFill : data::MissingValues::Error;
   f.source.read.inputs.target.transform = data::parse_target_transform(f.target_transform, "--target-transform");
   f.source.read.inputs.target.normalize = data::parse_normalization(f.normalize, "--normalize");
+  if (!f.calendar.empty()) {
+    f.source.read.inputs.calendar = data::parse_calendar(f.calendar, "--calendar");
+    f.calendar.clear();  // once, however often the flags are finished
+  }
   if (!f.inputs_file.empty()) {
     data::append_declaration(f.source.read.inputs, data::read_input_declaration(f.inputs_file));
     f.inputs_file.clear();  // once, however often the flags are finished

@@ -18,6 +18,7 @@ struct DataFlags {
   std::string timestamp_unit = "auto";
   std::string missing = "error";
   std::string target_transform = "log-return", normalize = "pooled";
+  std::string calendar;     // --calendar: the terms, parsed by finish_data_flags; empty: from the bars
   std::string inputs_file;  // --inputs: a declaration file, added to --observed and --known
 };
 

@@ -1,5 +1,7 @@
 #include "qtft/common/detail/calendar.h"
 
+#include <chrono>
+
 namespace qtft {
 
 int64_t seconds_of_day(int64_t timestamp_ns) {
@@ -17,6 +19,15 @@ int day_of_week(int64_t timestamp_ns) {
   // 1970-01-01 was a Thursday (3 with Monday = 0).
   int64_t dow = (days + 3) % 7;
   return static_cast<int>(dow < 0 ? dow + 7 : dow);
+}
+
+CivilDate civil_date(int64_t timestamp_ns) {
+  using namespace std::chrono;
+  const auto day = floor<days>(sys_time<nanoseconds>(nanoseconds(timestamp_ns)));
+  const year_month_day date(day);
+  const auto last = year_month_day_last(date.year(), month_day_last(date.month()));
+  return {static_cast<int>(date.year()), static_cast<int>(static_cast<unsigned>(date.month())),
+          static_cast<int>(static_cast<unsigned>(date.day())), static_cast<int>(static_cast<unsigned>(last.day()))};
 }
 
 }  // namespace qtft

@@ -8,7 +8,9 @@
 #include <parquet/exception.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <unordered_map>
 
 #include "qtft/common/error.h"
 #include "qtft/data/arrow_bars.h"
@@ -101,6 +103,121 @@ void read_parquet_batches(const std::string& path,
       }
     }
     return first_row;
+  });
+}
+
+namespace {
+
+// Each row's series as an index into `ids` (its name as text: a dictionary's value, a
+// string, an integer), appended to `out`; false for a column of another type.
+bool series_of_rows(const arrow::Array& column, std::unordered_map<std::string, size_t>& ids,
+                    std::vector<size_t>& out) {
+  auto id_of = [&](std::string name) { return ids.try_emplace(std::move(name), ids.size()).first->second; };
+  if (column.type_id() == arrow::Type::DICTIONARY) {
+    const auto& dictionary = static_cast<const arrow::DictionaryArray&>(column);
+    std::vector<size_t> by_index;
+    const auto& values = *dictionary.dictionary();
+    if (!series_of_rows(values, ids, by_index)) return false;
+    for (int64_t i = 0; i < column.length(); ++i) {
+      out.push_back(column.IsNull(i) ? SIZE_MAX : by_index[static_cast<size_t>(dictionary.GetValueIndex(i))]);
+    }
+    return true;
+  }
+  auto each = [&](auto&& name_at) {
+    for (int64_t i = 0; i < column.length(); ++i) out.push_back(column.IsNull(i) ? SIZE_MAX : id_of(name_at(i)));
+  };
+  switch (column.type_id()) {
+    case arrow::Type::STRING:
+      each([&](int64_t i) { return std::string(static_cast<const arrow::StringArray&>(column).GetView(i)); });
+      return true;
+    case arrow::Type::LARGE_STRING:
+      each([&](int64_t i) { return std::string(static_cast<const arrow::LargeStringArray&>(column).GetView(i)); });
+      return true;
+    case arrow::Type::INT64:
+      each([&](int64_t i) { return std::to_string(static_cast<const arrow::Int64Array&>(column).Value(i)); });
+      return true;
+    case arrow::Type::INT32:
+      each([&](int64_t i) { return std::to_string(static_cast<const arrow::Int32Array&>(column).Value(i)); });
+      return true;
+    default: return false;
+  }
+}
+
+// The first row group that holds part of a series' last `keep` bars, over all series: the
+// symbol and close columns of every group are read (two columns, not the file) from the
+// last group back, counting each series' bars (rows with a close; future rows have none).
+// 0 when the columns cannot be told apart here: the whole file is read then.
+int first_group_of_latest(parquet::arrow::FileReader& reader, const arrow::Schema& schema,
+                          const BarReadOptions& options, size_t keep, const std::string& path) {
+  const auto& names = options.columns;
+  int close = schema.GetFieldIndex(names.close);
+  if (close < 0 && names.close == "close") close = schema.GetFieldIndex("price");
+  const int symbol = options.symbol.empty() ? schema.GetFieldIndex(names.symbol) : -1;
+  if (close < 0) return 0;  // bars_from_table names the missing column
+  std::unordered_map<std::string, size_t> ids;
+  std::vector<size_t> bars;  // by series id, from the end
+  int first = reader.num_row_groups();
+  for (int group = reader.num_row_groups() - 1; group >= 0; --group) {
+    std::vector<int> columns{close};
+    if (symbol >= 0) columns.push_back(symbol);
+    auto table = unwrap(reader.ReadRowGroup(group, columns), path, "cannot read Parquet data");
+    table = unwrap(table->CombineChunks(), path, "cannot read Parquet data");
+    const auto& closes = *table->column(0)->chunk(0);
+    std::vector<size_t> series;
+    if (symbol < 0) {
+      series.assign(static_cast<size_t>(closes.length()), 0);
+      ids.try_emplace("", 0);
+    } else if (!series_of_rows(*table->column(1)->chunk(0), ids, series)) {
+      return 0;
+    }
+    bars.resize(ids.size(), 0);
+    bool needed = false;
+    for (int64_t i = closes.length() - 1; i >= 0; --i) {
+      const size_t s = series[static_cast<size_t>(i)];
+      if (s == SIZE_MAX) continue;  // a missing symbol: bars_from_table refuses it if read
+      if (bars[s] < keep) needed = true;
+      if (!closes.IsNull(i)) ++bars[s];
+    }
+    if (needed) first = group;
+  }
+  return first;
+}
+
+}  // namespace
+
+BarSet read_latest_bars_parquet(const std::string& path, const BarReadOptions& options, size_t keep) {
+  return with_parquet_reader(path, ParquetReading::Whole, [&](parquet::arrow::FileReader& reader) {
+    std::shared_ptr<arrow::Schema> schema;
+    check(reader.GetSchema(&schema), path, "cannot read the Parquet schema");
+    // The flags are checked against the footer's columns before any row is read.
+    if (!options.symbol.empty() && schema->GetFieldIndex(options.columns.symbol) >= 0) {
+      throw Error(path + ": has a symbol column '" + options.columns.symbol + "'; --symbol " + options.symbol +
+                  " names the series of files without one");
+    }
+    const int groups = reader.num_row_groups();
+    const int first = groups > 1 ? first_group_of_latest(reader, *schema, options, keep, path) : 0;
+    auto read_from = [&](int from) {
+      std::vector<int> indices;
+      int64_t first_row = 0;
+      for (int g = 0; g < groups; ++g) {
+        if (g >= from) {
+          indices.push_back(g);
+        } else {
+          first_row += reader.parquet_reader()->metadata()->RowGroup(g)->num_rows();
+        }
+      }
+      auto table = unwrap(reader.ReadRowGroups(indices), path, "cannot read Parquet data");
+      BarSet bars = bars_from_table(*table, path, options, nullptr, first_row);
+      for (auto& s : bars.series) keep_last_bars(s, keep);
+      return bars;
+    };
+    BarSet bars = read_from(first);
+    // Bars dropped as leading nulls of a declared input can leave a series short: then the
+    // whole file, which holds the values before.
+    const bool short_series =
+        std::any_of(bars.series.begin(), bars.series.end(), [&](const BarSeries& s) { return s.size() < keep; });
+    if (first > 0 && (short_series || bars.leading_null_rows > 0)) bars = read_from(0);
+    return bars;
   });
 }
 
@@ -216,12 +333,12 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
       check(ts.Append(s.timestamp_ns[i]), where, "timestamp");
       check(symbol.Append(s.symbol), where, "symbol");
       check(close.Append(s.close[i]), where, "close");
-      if (bars.has_range) {
+      if (bars.fields.has(BarField::OpenHighLow)) {
         check(open.Append(s.open[i]), where, "open");
         check(high.Append(s.high[i]), where, "high");
         check(low.Append(s.low[i]), where, "low");
       }
-      if (bars.has_volume) check(volume.Append(s.volume[i]), where, "volume");
+      if (bars.fields.has(BarField::Volume)) check(volume.Append(s.volume[i]), where, "volume");
       size_t c = 0;
       for (const auto& [columns, names] :
            {std::pair{&s.declared_observed, &s.observed_levels}, std::pair{&s.declared_known, &s.known_levels},
@@ -247,13 +364,13 @@ std::shared_ptr<arrow::Table> bars_to_table(const BarSet& bars) {
   };
   add("timestamp", ts);
   add("symbol", symbol);
-  if (bars.has_range) {
+  if (bars.fields.has(BarField::OpenHighLow)) {
     add("open", open);
     add("high", high);
     add("low", low);
   }
   add("close", close);
-  if (bars.has_volume) add("volume", volume);
+  if (bars.fields.has(BarField::Volume)) add("volume", volume);
   size_t c = 0;
   for (const auto* names : {&observed, &known, &statics}) {
     for (const auto& name : *names) {

@@ -34,6 +34,7 @@ BarSet read_whole_source(const BarSource& source) {
   // The embedded bars' extra columns (make-data --extra-inputs) stay as generated.
   const auto declared = without_columns(source.read.inputs, describe_source(source));
   bars.declared.calendar_timezone = declared.calendar_timezone;
+  bars.declared.calendar = declared.calendar;
   bars.declared.target = declared.target;  // a transform of the close
   return bars;
 }
@@ -155,6 +156,9 @@ SourceClock read_source_clock(const BarSource& source) {
 
 BarSet load_latest_bars(const BarSource& source, size_t keep) {
   if (source.is_dataset_folder()) return read_bars_parquet_dataset(source.parquet_file, source.read, keep);
+  if (!source.parquet_file.empty() && source.csv_file.empty() && !source.is_cut()) {
+    return read_latest_bars_parquet(source.parquet_file, source.read, keep);
+  }
   BarSet bars = load_bars(source);
   for (auto& s : bars.series) keep_last_bars(s, keep);
   return bars;

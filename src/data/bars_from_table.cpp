@@ -476,8 +476,8 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
 
   BarSet bars;
   bars.source = source;
-  bars.has_range = range_columns == 3;
-  bars.has_volume = volume_col.array != nullptr;
+  if (range_columns == 3) bars.fields.add(BarField::OpenHighLow);
+  if (volume_col.array != nullptr) bars.fields.add(BarField::Volume);
   bars.declared = resolve_declared_inputs(*table.schema(), options, source);
   // A source read in parts keeps its levels in the carry: a level has one index in every part.
   std::unordered_map<std::string, CategoryLevels> own_levels;
@@ -494,12 +494,12 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
   std::vector<uint8_t> future;  // per row: a future row (empty close); empty when none is
   auto close = close_values(close_col, options.future_rows, future);
   std::vector<double> open, high, low, volume;
-  if (bars.has_range) {
+  if (bars.fields.has(BarField::OpenHighLow)) {
     open = bar_values(open_col, future);
     high = bar_values(high_col, future);
     low = bar_values(low_col, future);
   }
-  if (bars.has_volume) volume = bar_values(volume_col, future);
+  if (bars.fields.has(BarField::Volume)) volume = bar_values(volume_col, future);
   SymbolCodes symbols;
   if (symbol_col.array) {
     if (!options.symbol.empty()) {
@@ -522,12 +522,12 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
       series.symbol = symbols.names[s];
       series.timestamp_ns.reserve(rows[s]);
       series.close.reserve(rows[s]);
-      if (bars.has_range) {
+      if (bars.fields.has(BarField::OpenHighLow)) {
         series.open.reserve(rows[s]);
         series.high.reserve(rows[s]);
         series.low.reserve(rows[s]);
       }
-      if (bars.has_volume) series.volume.reserve(rows[s]);
+      if (bars.fields.has(BarField::Volume)) series.volume.reserve(rows[s]);
       series.declared_observed.resize(n_observed);
       for (auto& column : series.declared_observed) column.reserve(rows[s]);
       if (target) series.target_values.reserve(rows[s]);
@@ -596,7 +596,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
                                  " has an empty close): future rows come after the last bar");
     }
     check_price(close_col, row, close[r]);
-    if (bars.has_range) {
+    if (bars.fields.has(BarField::OpenHighLow)) {
       check_price(open_col, row, open[r]);
       check_price(high_col, row, high[r]);
       check_price(low_col, row, low[r]);
@@ -604,7 +604,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
         high_col.fail_at(row, "high " + format_number(high[r]) + " is below low " + format_number(low[r]));
       }
     }
-    if (bars.has_volume) {
+    if (bars.fields.has(BarField::Volume)) {
       if (!std::isfinite(volume[r])) {
         volume_col.fail_at(row, "value " + format_number(volume[r]) + " is not finite");
       }
@@ -655,12 +655,12 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
     last_row[code] = row;
     series.timestamp_ns.push_back(ts[r]);
     series.close.push_back(close[r]);
-    if (bars.has_range) {
+    if (bars.fields.has(BarField::OpenHighLow)) {
       series.open.push_back(open[r]);
       series.high.push_back(high[r]);
       series.low.push_back(low[r]);
     }
-    if (bars.has_volume) series.volume.push_back(volume[r]);
+    if (bars.fields.has(BarField::Volume)) series.volume.push_back(volume[r]);
     if (target) {
       const double v = target->values[r];
       if (!target->valid[r]) {

@@ -47,21 +47,32 @@ std::string describe_target(const TargetDeclaration& t) {
 
 std::string zone_name(const std::string& zone) { return zone.empty() ? "UTC (no --calendar-timezone)" : zone; }
 
-void check_spec_matches(bool has_range, bool has_volume, const DeclaredColumns& declared, const std::string& source,
+std::string calendar_names(const std::vector<CalendarTerm>& terms) {
+  std::string out;
+  for (CalendarTerm term : terms) out += (out.empty() ? "" : ",") + std::string(calendar_term_name(term));
+  return out.empty() ? "none" : out;
+}
+
+void check_spec_matches(BarFields fields, const DeclaredColumns& declared, const std::string& source,
                         const FeatureSpec& spec) {
-  check_feature_names(spec, source + ": the model");
+  const DerivedInputs derived = derived_inputs_of(spec, source + ": the model");
+  const BarFields needed = derived.fields_read();
   // A file may carry more columns than the model uses (volume, say); it may not carry fewer.
-  if (spec_uses_range(spec) && !has_range) {
+  if (needed.has(BarField::OpenHighLow) && !fields.has(BarField::OpenHighLow)) {
     throw Error(source +
                 ": the model was trained on open/high/low bars (inputs hl_range, close_open) but this "
                 "file has only close prices");
   }
-  if (spec_uses_volume(spec) && !has_volume) {
+  if (needed.has(BarField::Volume) && !fields.has(BarField::Volume)) {
     throw Error(source + ": the model was trained on bars with volume (input log_volume) but this file has none");
   }
   if (declared.calendar_timezone != spec.calendar_timezone) {
     throw Error(source + ": the model's calendar is in " + zone_name(spec.calendar_timezone) +
                 " but the bars were read for " + zone_name(declared.calendar_timezone));
+  }
+  if (declared.calendar && *declared.calendar != calendar_of(derived)) {
+    throw Error(source + ": the model's calendar is " + calendar_names(calendar_of(derived)) +
+                " but the bars were read for --calendar " + calendar_names(*declared.calendar));
   }
   if (declared.target != spec.target) {
     throw Error(source + ": the model forecasts " + describe_target(spec.target) + " but the bars were read for " +
@@ -185,14 +196,12 @@ struct SpecFitter::Vocabularies {
   std::vector<data::Moments> static_reals;
 };
 
-SpecFitter::SpecFitter(bool has_range, bool has_volume, const DeclaredColumns& declared, const DatasetOptions& options)
-    : has_range_(has_range),
-      has_volume_(has_volume),
+SpecFitter::SpecFitter(const DerivedInputs& derived, const DeclaredColumns& declared, const DatasetOptions& options)
+    : derived_(derived),
       declared_(declared),
       options_(options),
-      observed_count_(observed_feature_names(has_range, has_volume, !declared.target.is_close_log_return()).size() +
-                      declared.observed_columns().size()),
-      known_count_(known_feature_names().size() + declared.known_columns().size()) {
+      observed_count_(derived.observed.size() + declared.observed_columns().size()),
+      known_count_(derived.known.size() + declared.known_columns().size()) {
   moments_ = std::make_unique<Moments[]>(observed_count_ + known_count_ + 1);
   raw_ = std::make_unique<RawFeatures>();
   vocabularies_ = std::make_unique<Vocabularies>();
@@ -213,7 +222,7 @@ void SpecFitter::add_part(const BarSeries& s, size_t first_row, int64_t series_r
   // Features are recomputed when the dataset is assembled rather than kept: this holds one
   // part's doubles at a time, which matters for files of millions of bars.
   RawFeatures& raw = *raw_;
-  compute_raw_features(s, has_range_, has_volume_, declared_.calendar_timezone, declared_.target, raw);
+  compute_raw_features(s, derived_, declared_.calendar_timezone, declared_.target, raw);
   if (raw.observed_width != observed_count_ || raw.known_width != known_count_ ||
       raw.statics.size() != vocabularies_->statics.size()) {
     throw Error("symbol '" + s.symbol + "': carries " + std::to_string(s.declared_observed.size()) + " observed, " +
@@ -280,10 +289,8 @@ FeatureSpec SpecFitter::finish() const {
     for (const auto& name : columns) out.emplace_back(name, InputSource::Column);
     return out;
   };
-  const auto observed_names =
-      names_and_sources(observed_feature_names(has_range_, has_volume_, !declared_.target.is_close_log_return()),
-                        declared_.observed_columns());
-  const auto known_names = names_and_sources(known_feature_names(), declared_.known_columns());
+  const auto observed_names = names_and_sources(names_of(derived_.observed), declared_.observed_columns());
+  const auto known_names = names_and_sources(names_of(derived_.known), declared_.known_columns());
   const Moments* observed = moments_.get();
   const Moments* known = observed + observed_count_;
   const auto& v = *vocabularies_;
@@ -378,20 +385,24 @@ SeriesNormalization normalization_of(const FeatureSpec& spec, int64_t symbol_id)
   return out;
 }
 
-FeaturePlan plan_features(bool has_range, bool has_volume, const DeclaredColumns& declared, const FeatureSpec* saved,
-                          const std::string& source) {
+FeaturePlan plan_features(BarFields fields, const BarSpacing& spacing, const DeclaredColumns& declared,
+                          const FeatureSpec* saved, const std::string& source) {
   FeaturePlan plan;
   plan.declared = declared;
   if (!saved) {
-    plan.has_range = has_range;
-    plan.has_volume = has_volume;
+    const auto calendar = declared.calendar ? *declared.calendar : spacing.calendar();
+    plan.derived = derived_inputs_for(fields, !declared.target.is_close_log_return(), calendar);
+    if (plan.derived.known.empty() && declared.known_columns().empty()) {
+      throw UsageError(source +
+                       ": --calendar none leaves the decoder no input: keep a calendar term or declare a "
+                       "known column (--known, --known-categorical)");
+    }
     return plan;
   }
-  check_spec_matches(has_range, has_volume, declared, source, *saved);
+  check_spec_matches(fields, declared, source, *saved);
   plan.spec = *saved;
   plan.saved = true;
-  plan.has_range = spec_uses_range(*saved);
-  plan.has_volume = spec_uses_volume(*saved);
+  plan.derived = derived_inputs_of(*saved, source + ": the model");
   return plan;
 }
 
@@ -407,7 +418,7 @@ void dataset_series(const BarSeries& s, size_t position, size_t series_count, co
                     const DatasetOptions& options, const std::string& source, RawFeatures& raw, SeriesFeatures& f) {
   const int64_t id =
       plan.saved ? resolve_symbol_id(plan.spec, s.symbol, series_count == 1, source) : static_cast<int64_t>(position);
-  featurize_series(s, plan.has_range, plan.has_volume, plan.spec, id, raw, f);
+  featurize_series(s, plan.spec, id, raw, f);
   if (plan.saved) f.symbol = plan.spec.symbols[static_cast<size_t>(id)];
   f.split_bounds = split_bounds(static_cast<int64_t>(f.rows()), options);
 }
@@ -440,15 +451,26 @@ std::vector<std::string> input_names(const std::vector<FeatureStats>& stats, Inp
   return names;
 }
 
-bool spec_uses_range(const FeatureSpec& spec) {
-  return std::any_of(spec.observed.begin(), spec.observed.end(), [](const auto& f) { return f.name == "hl_range"; });
+namespace {
+
+// The spec's derived known inputs: the calendar's, by name.
+std::vector<DerivedInput> calendar_inputs_of(const FeatureSpec& spec, const std::string& where) {
+  std::vector<DerivedInput> out;
+  for (const auto& name : input_names(spec.known, InputSource::Derived)) {
+    const auto input = derived_input_named(name);
+    if (!input || !is_calendar_input(*input)) {
+      throw Error(where + "'s known inputs [" + join_names(names_of(spec.known)) + "] hold '" + name +
+                  "', which is not a calendar input this qtft computes; models saved before bar_gap became an "
+                  "observed input must be retrained");
+    }
+    out.push_back(*input);
+  }
+  return out;
 }
 
-bool spec_uses_volume(const FeatureSpec& spec) {
-  return std::any_of(spec.observed.begin(), spec.observed.end(), [](const auto& f) { return f.name == "log_volume"; });
-}
+}  // namespace
 
-void check_feature_names(const FeatureSpec& spec, const std::string& where) {
+DerivedInputs derived_inputs_of(const FeatureSpec& spec, const std::string& where) {
   // The derived inputs lead each kind, the declared columns follow (compute_raw_features).
   auto derived_lead = [](const std::vector<FeatureStats>& stats) {
     return std::is_partitioned(stats.begin(), stats.end(),
@@ -457,19 +479,29 @@ void check_feature_names(const FeatureSpec& spec, const std::string& where) {
   if (!derived_lead(spec.observed) || !derived_lead(spec.known)) {
     throw Error(where + "'s inputs list a declared column before a derived input");
   }
-  const auto known = known_feature_names();
-  if (known != input_names(spec.known, InputSource::Derived)) {
-    throw Error(where + "'s known inputs [" + join_names(names_of(spec.known)) +
-                "] are not the ones this qtft computes [" + join_names(known) +
-                "]; models saved before bar_gap became an observed input must be retrained");
+  DerivedInputs out;
+  out.known = calendar_inputs_of(spec, where);
+  for (const auto& name : input_names(spec.observed, InputSource::Derived)) {
+    const auto input = derived_input_named(name);
+    if (!input || is_calendar_input(*input)) {
+      throw Error(where + "'s observed inputs [" + join_names(names_of(spec.observed)) + "] hold '" + name +
+                  "', which is not an observed input this qtft computes from bars");
+    }
+    out.observed.push_back(*input);
   }
-  const auto observed =
-      observed_feature_names(spec_uses_range(spec), spec_uses_volume(spec), !spec.target.is_close_log_return());
-  if (observed != input_names(spec.observed, InputSource::Derived)) {
+  // The target's past is an input exactly when the target is not the close's log return.
+  const bool past_target = !spec.target.is_close_log_return();
+  const bool has_past = std::count(out.observed.begin(), out.observed.end(), DerivedInput::PastTarget) == 1;
+  const bool log_return_first = !out.observed.empty() && out.observed.front() == DerivedInput::LogReturn;
+  if (has_past != past_target || !log_return_first) {
     throw Error(where + "'s observed inputs [" + join_names(names_of(spec.observed)) +
-                "] are not the ones this qtft computes from such bars [" + join_names(observed) + "]");
+                "] are not the ones this qtft computes for its target (" +
+                (past_target ? "log_return first, and its past as 'target'" : "log_return first, no 'target'") + ")");
   }
+  return out;
 }
+
+void check_feature_names(const FeatureSpec& spec, const std::string& where) { (void)derived_inputs_of(spec, where); }
 
 int64_t resolve_symbol_id(const FeatureSpec& spec, const std::string& symbol, bool sole_series,
                           const std::string& source) {
@@ -482,17 +514,17 @@ int64_t resolve_symbol_id(const FeatureSpec& spec, const std::string& symbol, bo
   return it - spec.symbols.begin();
 }
 
-SeriesFeatures featurize_series(const BarSeries& s, bool has_range, bool has_volume, const FeatureSpec& spec,
-                                int64_t symbol_id) {
+SeriesFeatures featurize_series(const BarSeries& s, const FeatureSpec& spec, int64_t symbol_id) {
   RawFeatures raw;
   SeriesFeatures f;
-  featurize_series(s, has_range, has_volume, spec, symbol_id, raw, f);
+  featurize_series(s, spec, symbol_id, raw, f);
   return f;
 }
 
-void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const FeatureSpec& spec, int64_t symbol_id,
-                      RawFeatures& raw, SeriesFeatures& f) {
-  compute_raw_features(s, has_range, has_volume, spec.calendar_timezone, spec.target, raw);
+void featurize_series(const BarSeries& s, const FeatureSpec& spec, int64_t symbol_id, RawFeatures& raw,
+                      SeriesFeatures& f) {
+  compute_raw_features(s, derived_inputs_of(spec, "symbol '" + s.symbol + "': the feature spec"),
+                       spec.calendar_timezone, spec.target, raw);
   if (raw.observed_width != spec.observed.size() || raw.known_width != spec.known.size() ||
       raw.statics.size() != spec.statics.size()) {
     throw Error("symbol '" + s.symbol + "': its bars give " + std::to_string(raw.observed_width) + " observed, " +
@@ -535,7 +567,8 @@ void featurize_series(const BarSeries& s, bool has_range, bool has_volume, const
 
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
                                    std::span<const std::vector<double>> declared_known, const FeatureSpec& spec,
-                                   int64_t symbol_id, std::span<const std::vector<std::string>> known_levels) {
+                                   int64_t symbol_id, std::span<const std::vector<std::string>> known_levels,
+                                   std::vector<UnknownLevel>* unknown_levels) {
   const auto declared = input_names(spec.known, InputSource::Column);
   for (size_t c = 0; c < declared.size(); ++c) {
     if (c >= declared_known.size() || declared_known[c].size() < timestamps_ns.size()) {
@@ -547,11 +580,12 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
   }
   std::vector<int64_t> wall_clock;
   local_wall_clock(timestamps_ns, spec.calendar_timezone, wall_clock);
+  const auto calendar = calendar_inputs_of(spec, "the feature spec");
   std::vector<double> raw;
   raw.reserve(timestamps_ns.size() * spec.known.size());
   // The layout of compute_raw_features: the calendar terms, then the declared columns.
   for (size_t i = 0; i < wall_clock.size(); ++i) {
-    append_known_features(wall_clock[i], raw);
+    append_calendar_features(wall_clock[i], calendar, raw);
     for (size_t c = 0; c < declared.size(); ++c) raw.push_back(declared_known[c][i]);
   }
   std::vector<float> out;
@@ -568,11 +602,13 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
     }
   }
   std::vector<uint8_t> unknown(timestamps_ns.size(), 0);  // a future level unseen in training: its entry
+  UnknownCodes codes;
   if (spec.series_stats.empty()) {
-    normalize_into(raw, spec.known, maps, out, unknown);
+    normalize_into(raw, spec.known, maps, out, unknown, &codes);
   } else {
-    normalize_into(raw, normalization_of(spec, symbol_id).known, maps, out, unknown);
+    normalize_into(raw, normalization_of(spec, symbol_id).known, maps, out, unknown, &codes);
   }
+  if (unknown_levels != nullptr) name_unknown_levels(codes, spec.known, levels, symbol, *unknown_levels);
   return out;
 }
 
@@ -614,9 +650,11 @@ Dataset Dataset::build(const BarSet& bars, const DatasetOptions& options, const 
 
 Dataset Dataset::assemble(const BarSet& bars, const DatasetOptions& options, const FeatureSpec* saved) {
   options.validate();
-  FeaturePlan plan = plan_features(bars.has_range, bars.has_volume, bars.declared, saved, bars.source);
+  BarSpacing spacing;
+  for (const auto& s : bars.series) spacing.add(s.timestamp_ns);
+  FeaturePlan plan = plan_features(bars.fields, spacing, bars.declared, saved, bars.source);
   if (!saved) {
-    SpecFitter fitter(plan.has_range, plan.has_volume, plan.declared, options);
+    SpecFitter fitter(plan.derived, plan.declared, options);
     for (const auto& s : bars.series) fitter.add(s);
     plan.spec = fitter.finish();
   }

@@ -79,8 +79,14 @@ std::string summarize_dataset(const Dataset& dataset) {
     out += "  input counts: " + count_of(spec.observed, "observed") + ", " + count_of(spec.known, "known") + ", " +
            count_of(statics, "static") + "\n";
   }
-  if (!spec.calendar_timezone.empty())
-    out += "  calendar: time of day and day of week in " + spec.calendar_timezone + "\n";
+  // Said when it is not the intraday calendar in UTC that every model had before.
+  const auto calendar = calendar_of(derived_inputs_of(spec, "the dataset"));
+  if (!spec.calendar_timezone.empty() || calendar != calendar_for_spacing(0)) {
+    std::string terms;
+    for (CalendarTerm term : calendar) terms += (terms.empty() ? "" : ", ") + std::string(calendar_term_name(term));
+    out += "  calendar: " + (terms.empty() ? std::string("none") : terms) + " in " +
+           (spec.calendar_timezone.empty() ? std::string("UTC") : spec.calendar_timezone) + "\n";
+  }
   const auto& notes = dataset.notes();
   if (!notes.unused_columns.empty()) {
     const auto n = notes.unused_columns.size();

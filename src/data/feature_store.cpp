@@ -42,7 +42,9 @@ constexpr char kTailMagic[8] = {'Q', 'T', 'F', 'S', 'E', 'N', 'D', '1'};
 constexpr size_t kAlign = 64;
 constexpr size_t kFooterBytes = 24;
 constexpr uint64_t kMaxIndexBytes = uint64_t{256} << 20;
-constexpr int kFormatVersion = 1;
+// 2: the calendar's terms follow the bars' spacing (a store of daily bars built before
+// holds time of day).
+constexpr int kFormatVersion = 2;
 constexpr const char* kExtension = ".qtfs";
 
 // Appends arrays to a file, each at an aligned offset; errors (a full disk) name the file.
@@ -143,6 +145,11 @@ json read_options_json(const BarReadOptions& r, const DeclaredColumns& declared)
     if (declared.missing == MissingValues::ForwardFill) out["inputs"]["missing"] = "forward-fill";
   }
   if (!declared.calendar_timezone.empty()) out["calendar_timezone"] = declared.calendar_timezone;
+  // Only when named (--calendar): otherwise the bars' spacing chooses it, a function of the files.
+  if (declared.calendar) {
+    out["calendar"] = json::array();
+    for (CalendarTerm term : *declared.calendar) out["calendar"].push_back(calendar_term_name(term));
+  }
   if (const auto& t = declared.target; !t.is_default()) {
     out["target"] = {{"column", t.column},
                      {"transform", target_transform_name(t.transform)},
@@ -346,7 +353,8 @@ struct SpilledChunk {
 };
 
 struct Spill {
-  bool has_range = false, has_volume = false;
+  BarFields fields;
+  BarSpacing spacing;  // every gap of every series, across parts too
   DeclaredColumns declared;
   // Each series' categorical levels: its latest part's, which holds every earlier part's
   // levels at the same indices (the parts of a source share one DeclaredCarry).
@@ -371,10 +379,10 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
   SeriesAssembly assembly;
   // A cut source's store holds its bars only (for_each_bar_part cuts each part).
   bool first = true;
+  std::vector<std::optional<int64_t>> last_bar_ns;  // each series' so far
   for_each_bar_part(source, [&](const BarSet& part) {
     if (first) {
-      spill.has_range = part.has_range;
-      spill.has_volume = part.has_volume;
+      spill.fields = part.fields;
       spill.declared = part.declared;
     }
     const auto where = assembly.place(part);
@@ -383,17 +391,20 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
       const auto& s = part.series[j];
       if (spill.levels.size() <= where[j]) spill.levels.resize(where[j] + 1);
       spill.levels[where[j]] = {s.observed_levels, s.known_levels, s.static_levels};
+      if (last_bar_ns.size() <= where[j]) last_bar_ns.resize(where[j] + 1);
+      spill.spacing.add(s.timestamp_ns, last_bar_ns[where[j]]);
+      if (!s.timestamp_ns.empty()) last_bar_ns[where[j]] = s.timestamp_ns.back();
       SpilledChunk c;
       c.series = where[j];
       c.rows = s.size();
       append_column(out, s.timestamp_ns, c.timestamp);
       append_column(out, s.close, c.close);
-      if (spill.has_range) {
+      if (spill.fields.has(BarField::OpenHighLow)) {
         append_column(out, s.open, c.open);
         append_column(out, s.high, c.high);
         append_column(out, s.low, c.low);
       }
-      if (spill.has_volume) append_column(out, s.volume, c.volume);
+      if (spill.fields.has(BarField::Volume)) append_column(out, s.volume, c.volume);
       if (!spill.declared.target.column.empty()) append_column(out, s.target_values, c.target);
       for (const auto* columns : {&s.declared_observed, &s.declared_known, &s.declared_static}) {
         for (const auto& column : *columns) append_column(out, column, c.declared.emplace_back());
@@ -464,12 +475,12 @@ const BarSeries& spilled_bars(const Spill& spill, const SpillReader& file, size_
       const uint64_t skip = from - at, n = to - from;
       file.append(s.timestamp_ns, c.timestamp, skip, n);
       file.append(s.close, c.close, skip, n);
-      if (spill.has_range) {
+      if (spill.fields.has(BarField::OpenHighLow)) {
         file.append(s.open, c.open, skip, n);
         file.append(s.high, c.high, skip, n);
         file.append(s.low, c.low, skip, n);
       }
-      if (spill.has_volume) file.append(s.volume, c.volume, skip, n);
+      if (spill.fields.has(BarField::Volume)) file.append(s.volume, c.volume, skip, n);
       if (!spill.declared.target.column.empty()) file.append(s.target_values, c.target, skip, n);
       size_t k = 0;
       for (auto* columns : {&s.declared_observed, &s.declared_known, &s.declared_static}) {
@@ -532,9 +543,9 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
     BarSeries bars;
     RawFeatures raw;
     SeriesFeatures f;
-    FeaturePlan plan = plan_features(spill.has_range, spill.has_volume, spill.declared, saved, spill.source);
+    FeaturePlan plan = plan_features(spill.fields, spill.spacing, spill.declared, saved, spill.source);
     if (!saved) {
-      SpecFitter fitter(plan.has_range, plan.has_volume, plan.declared, options);
+      SpecFitter fitter(plan.derived, plan.declared, options);
       for (size_t i = 0; i < spill.symbols.size(); ++i) {
         for_each_part(spill, spilled, i, series_bars[i], part_rows, bars,
                       [&](const BarSeries& part, uint64_t first_row) { fitter.add_part(part, first_row, rows_of(i)); });

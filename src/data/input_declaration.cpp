@@ -67,6 +67,7 @@ DeclaredColumns without_columns(const InputDeclaration& declaration, const std::
                 zone + "' is not in the tz database (a name such as America/Chicago)");
   }
   out.calendar_timezone = zone;
+  out.calendar = declaration.calendar;
   out.target = declaration.target;
   out.target.column.clear();  // the close; resolve_inputs names another column
   return out;
@@ -159,11 +160,26 @@ InputDeclaration read_input_declaration(const std::string& path) {
                                                                {"known_categorical", &out.known_categorical},
                                                                {"static_categorical", &out.static_categorical}};
   for (const auto& [key, value] : json.items()) {
+    if (key == "calendar") {
+      std::string terms;
+      if (!value.is_array())
+        throw Error(path + ": 'calendar' must be a list of calendar terms, e.g. [\"day-of-week\"]");
+      for (const auto& item : value) {
+        if (!item.is_string()) throw Error(path + ": 'calendar' holds " + item.dump() + ", not a calendar term");
+        terms += (terms.empty() ? "" : ",") + item.get<std::string>();
+      }
+      try {
+        out.calendar = parse_calendar(terms.empty() ? "none" : terms, path + ": 'calendar'");
+      } catch (const UsageError& e) {
+        throw Error(e.what());  // a file's error, not a flag's
+      }
+      continue;
+    }
     const auto list = lists.find(key);
     if (list == lists.end()) {
       throw Error(path + ": unknown key '" + key +
-                  "' (an input declaration has observed, known, static, observed_categorical, known_categorical "
-                  "and static_categorical)");
+                  "' (an input declaration has observed, known, static, observed_categorical, known_categorical, "
+                  "static_categorical and calendar)");
     }
     std::vector<std::string>* into = list->second;
     if (!value.is_array()) throw Error(path + ": '" + key + "' must be a list of column names or globs");
@@ -187,6 +203,12 @@ void append_declaration(InputDeclaration& into, const InputDeclaration& more) {
   append(into.observed_categorical, more.observed_categorical);
   append(into.known_categorical, more.known_categorical);
   append(into.static_categorical, more.static_categorical);
+  if (more.calendar) {
+    if (into.calendar && *into.calendar != *more.calendar) {
+      throw UsageError("--calendar and the declaration file's 'calendar' name different terms: give one");
+    }
+    into.calendar = more.calendar;
+  }
 }
 
 namespace {

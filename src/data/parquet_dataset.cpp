@@ -245,8 +245,7 @@ size_t write_parquet_partitions(const BarSet& bars, const std::string& folder) {
       size_t end = begin;
       while (end < s.size() && year_of(s.timestamp_ns[end]) == year) ++end;
       BarSet part;
-      part.has_range = bars.has_range;
-      part.has_volume = bars.has_volume;
+      part.fields = bars.fields;
       part.declared = bars.declared;
       part.series.push_back(slice_bars(s, begin, end));
       auto table = bars_to_table(part);
@@ -265,8 +264,7 @@ JoinedBars::JoinedBars(std::string source, size_t keep) : keep_(keep) { bars_.so
 
 void JoinedBars::add(BarSet part) {
   if (std::exchange(first_, false)) {
-    bars_.has_range = part.has_range;
-    bars_.has_volume = part.has_volume;
+    bars_.fields = part.fields;
     bars_.declared = part.declared;
   }
   const auto where = assembly_.place(part);

@@ -181,8 +181,7 @@ BarSet generate_synthetic_symbol(const SyntheticOptions& options, int k) {
     throw UsageError("--extra-inputs must be in 0..1000, got " + std::to_string(options.extra_inputs));
   BarSet bars;
   bars.source = "embedded synthetic data";
-  bars.has_range = true;
-  bars.has_volume = true;
+  bars.fields = BarFields::all();
   const auto& inst = kInstruments[static_cast<size_t>(k) % kInstruments.size()];
   std::string symbol = inst.symbol;
   if (k >= static_cast<int>(kInstruments.size())) symbol += std::to_string(k / kInstruments.size() + 1);

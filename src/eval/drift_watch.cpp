@@ -74,8 +74,7 @@ DriftReport watch_drift(artifact::LoadedModel& model, const data::BarSet& recent
   for (const auto& series : recent.series) {
     data::BarSet one;  // the series alone, with the set's columns (not a copy of every series)
     one.source = recent.source;
-    one.has_range = recent.has_range;
-    one.has_volume = recent.has_volume;
+    one.fields = recent.fields;
     one.declared = recent.declared;
     one.series = {series};
     try {

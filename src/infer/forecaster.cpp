@@ -58,11 +58,11 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
                 std::to_string(need) + " (encoder length " + std::to_string(l) +
                 ", plus the bar before the first for its return and gap)");
   }
-  const bool range = data::spec_uses_range(spec), volume = data::spec_uses_volume(spec);
-  if (range && recent.open.empty()) {
+  const data::BarFields needed = data::derived_inputs_of(spec, who + ": the model").fields_read();
+  if (needed.has(data::BarField::OpenHighLow) && recent.open.empty()) {
     throw Error(who + ": the model reads open, high and low (inputs hl_range, close_open) but the bars have none");
   }
-  if (volume && recent.volume.empty()) {
+  if (needed.has(data::BarField::Volume) && recent.volume.empty()) {
     throw Error(who + ": the model reads volume (input log_volume) but the bars have none");
   }
   // Each kind's declared columns, reals then categoricals, as the bars hold them.
@@ -102,7 +102,7 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
   tail.symbol = spec.symbols[static_cast<size_t>(id)];
 
   PreparedSeries p;
-  p.features = data::featurize_series(tail, range, volume, spec, id);
+  p.features = data::featurize_series(tail, spec, id);
   for (const auto& column : recent.future_known) p.future_known.emplace_back(column.begin(), column.begin() + h);
   p.known_levels = recent.known_levels;
   const int64_t last = tail.timestamp_ns.back();
@@ -192,9 +192,14 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
   const auto n_static = static_cast<int64_t>(st.file.features.statics.size());
   at::Tensor statics = at::empty({b, n_static}, at::kFloat);
   for (int64_t i = 0; i < b; ++i) {
-    const auto& p = prepared[static_cast<size_t>(i)];
-    const auto future_known =
-        data::known_inputs_at(p.future_ns, p.future_known, st.file.features, p.features.symbol_id, p.known_levels);
+    auto& p = prepared[static_cast<size_t>(i)];
+    std::vector<data::UnknownLevel> ahead;  // levels of the rows ahead the model has not seen
+    const auto future_known = data::known_inputs_at(p.future_ns, p.future_known, st.file.features, p.features.symbol_id,
+                                                    p.known_levels, &ahead);
+    auto& named = p.forecast.unknown_levels;
+    for (auto& level : ahead) {
+      if (std::find(named.begin(), named.end(), level) == named.end()) named.push_back(std::move(level));
+    }
     std::copy_n(p.features.statics.data(), n_static, statics.data_ptr<float>() + i * n_static);
     std::copy_n(p.features.observed.data(), l * n_obs, observed.data_ptr<float>() + i * l * n_obs);
     float* k = known.data_ptr<float>() + i * (l + h) * n_known;

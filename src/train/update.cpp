@@ -54,8 +54,7 @@ UpdateBars bars_after(const data::BarSet& bars, const std::vector<artifact::Seri
                       int64_t context_bars) {
   UpdateBars out;
   out.bars.source = bars.source;
-  out.bars.has_range = bars.has_range;
-  out.bars.has_volume = bars.has_volume;
+  out.bars.fields = bars.fields;
   out.bars.declared = bars.declared;
   for (const auto& series : bars.series) {
     const auto& mark = mark_for(series, bars.series.size(), trained_through, bars.source);

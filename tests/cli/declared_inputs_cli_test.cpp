@@ -194,7 +194,7 @@ TEST_F(DeclaredInputsCli, TheCalendarZoneGoesWithTheModel) {
   auto run = run_qtft(dir_, "train --parquet-file " + data_ + " --calendar-timezone America/Chicago" + kModel + kShort +
                                 " --save-model " + model);
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_THAT(run.out, HasSubstr("calendar: time of day and day of week in America/Chicago"));
+  EXPECT_THAT(run.out, HasSubstr("calendar: time-of-day, day-of-week in America/Chicago"));
   EXPECT_EQ(artifact::load_model_file(model).features.calendar_timezone, "America/Chicago");
   // The bars ahead get their calendar on the model's clock, without the flag.
   run = run_qtft(dir_, "forecast --load-model " + model + " --parquet-file " + data_);

@@ -41,8 +41,7 @@ TEST(BarReader, ReadsCsvWithIsoTimestamps) {
   ASSERT_EQ(bars.series.size(), 1u);
   const auto& s = bars.series[0];
   EXPECT_EQ(s.symbol, "ES");
-  EXPECT_TRUE(bars.has_range);
-  EXPECT_TRUE(bars.has_volume);
+  EXPECT_EQ(bars.fields, BarFields::all());
   ASSERT_EQ(s.size(), 4u);
   EXPECT_EQ(s.timestamp_ns[0], kT0 * 1'000'000'000);
   EXPECT_EQ(s.timestamp_ns[3], (kT0 + 900) * 1'000'000'000);
@@ -69,8 +68,7 @@ TEST(BarReader, AcceptsEveryArrowTimestampUnit) {
     auto bars = read_bars_parquet(path);
     ASSERT_EQ(bars.series[0].size(), 2u);
     EXPECT_EQ(bars.series[0].timestamp_ns[1], (kT0 + 60) * 1'000'000'000) << type->ToString();
-    EXPECT_FALSE(bars.has_range);
-    EXPECT_FALSE(bars.has_volume);
+    EXPECT_EQ(bars.fields, BarFields{});
   }
 }
 
@@ -91,8 +89,7 @@ TEST(BarReader, AcceptsPriceOnlyDataWithoutVolume) {
   TempDir dir;
   auto path = dir.write("fx.csv", "timestamp,price\n2024-01-02T08:30:00Z,1.095\n2024-01-02T08:31:00Z,1.0951\n");
   auto bars = read_bars_csv(path);
-  EXPECT_FALSE(bars.has_range);
-  EXPECT_FALSE(bars.has_volume);
+  EXPECT_EQ(bars.fields, BarFields{});
   EXPECT_EQ(bars.series[0].close[1], 1.0951);
   EXPECT_EQ(bars.series[0].symbol, "fx");  // no symbol column: the file's stem
 }

@@ -64,7 +64,8 @@ TEST(LocalWallClock, FollowsTheZonesOffsetThroughDaylightSaving) {
 // A spec whose known inputs are the calendar's, unnormalized, so its values are the terms.
 FeatureSpec calendar_spec(const std::string& zone) {
   FeatureSpec spec;
-  for (const auto& name : known_feature_names()) spec.known.push_back({name, 0.0, 1.0});
+  for (DerivedInput input : derived_inputs_for({}, false, calendar_for_spacing(0)).known)
+    spec.known.push_back({derived_input_name(input), 0.0, 1.0});
   spec.calendar_timezone = zone;
   return spec;
 }
@@ -113,7 +114,7 @@ TEST(CalendarInputs, TheZoneIsSavedInTheSpecAndAModelReadsItsOwn) {
   EXPECT_EQ(feature_spec_from_json(json).calendar_timezone, "America/Chicago");
   EXPECT_FALSE(
       to_json(Dataset::build(load_bars(in_zone(file, "")), tiny_windows()).spec()).contains("calendar_timezone"));
-  EXPECT_THAT(summarize_dataset(chicago), HasSubstr("calendar: time of day and day of week in America/Chicago\n"));
+  EXPECT_THAT(summarize_dataset(chicago), HasSubstr("calendar: time-of-day, day-of-week in America/Chicago\n"));
 
   // Each row's calendar terms are those of its bar on Chicago's clock.
   const auto& series = chicago.series().front();

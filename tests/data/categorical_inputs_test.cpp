@@ -106,9 +106,15 @@ TEST(CategoricalInputs, VocabulariesComeFromTheTrainingSplitAndNewLevelsAreUnkno
   EXPECT_THAT(std::vector<float>(nq.statics.begin(), nq.statics.end()), ElementsAre(1.0f, 2.0f));
   EXPECT_EQ(dataset.notes().unknown_category_rows, 5);  // ES's bars 35..39
   // Which input and level, once each: what serving names (Forecast::unknown_levels).
-  EXPECT_THAT(featurize_series(bars.series[0], bars.has_range, bars.has_volume, spec, 0).unknown_levels,
-              ElementsAre(UnknownLevel{"venue", "C"}));
-  EXPECT_THAT(featurize_series(bars.series[1], bars.has_range, bars.has_volume, spec, 1).unknown_levels, ElementsAre());
+  EXPECT_THAT(featurize_series(bars.series[0], spec, 0).unknown_levels, ElementsAre(UnknownLevel{"venue", "C"}));
+  EXPECT_THAT(featurize_series(bars.series[1], spec, 1).unknown_levels, ElementsAre());
+  // So is a level of a row ahead, the known column's only there: a forecast's future rows.
+  std::vector<UnknownLevel> ahead;
+  const std::vector<std::vector<double>> future_known{{1.0, 3.0}};
+  const std::vector<std::vector<std::string>> future_levels{{"0", "1", "2", "7"}};
+  const auto future = known_inputs_at(std::vector<int64_t>{0, 1}, future_known, spec, 0, future_levels, &ahead);
+  EXPECT_THAT(ahead, ElementsAre(UnknownLevel{spec.known.back().name, "7"}));
+  EXPECT_EQ(future.back(), 0.0f);  // the unknown entry
   const auto summary = summarize_dataset(dataset);
   EXPECT_THAT(summary, HasSubstr("static [symbol, tick, sector]"));
   EXPECT_THAT(summary, HasSubstr("input counts: 3 observed (1 declared, 1 of them categorical), 5 known (1 declared, "

@@ -37,7 +37,8 @@ TEST(Features, HandComputedValues) {
   s.low = {98, 100};
   s.close = {100, 102};
   s.volume = {10, 99};
-  auto f = compute_raw_features(s, true, true, "");
+  const auto derived = derived_inputs_for(BarFields::all(), false, calendar_for_spacing(0));
+  auto f = compute_raw_features(s, derived, "");
   ASSERT_EQ(f.target.size(), 1u);
   EXPECT_DOUBLE_EQ(f.observed[0], std::log(102.0 / 100.0));  // log_return
   EXPECT_DOUBLE_EQ(f.observed[1], std::log(104.0 / 100.0));  // hl_range
@@ -50,9 +51,11 @@ TEST(Features, HandComputedValues) {
   EXPECT_DOUBLE_EQ(f.known[2], 0.0);
   EXPECT_DOUBLE_EQ(f.known[3], 1.0);
   EXPECT_EQ(f.known.size(), 4u);
-  EXPECT_EQ(f.observed_names,
+  EXPECT_EQ(names_of(derived.observed),
             (std::vector<std::string>{"log_return", "hl_range", "close_open", "log_volume", "bar_gap"}));
-  EXPECT_EQ(observed_feature_names(false, false), (std::vector<std::string>{"log_return", "bar_gap"}));
+  EXPECT_EQ(names_of(derived_inputs_for({}, false, {}).observed), (std::vector<std::string>{"log_return", "bar_gap"}));
+  EXPECT_EQ(names_of(derived_inputs_for({}, true, {}).observed),
+            (std::vector<std::string>{"log_return", "bar_gap", "target"}));
 }
 
 TEST(Dataset, SplitsChronologicallyWithoutWindowsCrossingBoundaries) {
@@ -109,7 +112,7 @@ TEST(Dataset, NormalizationComesFromTheTrainingSplitOnly) {
   EXPECT_EQ(d.spec().target_scale, baseline.spec().target_scale);
 
   // And they equal the moments of the first 60 feature rows, computed here directly.
-  auto raw = compute_raw_features(bars.series[0], true, true, "");
+  auto raw = compute_raw_features(bars.series[0], derived_inputs_for(BarFields::all(), false, {}), "");
   double mean = 0, var = 0;
   constexpr int kWidth = 5;  // log_return, hl_range, close_open, log_volume, bar_gap
   for (int r = 0; r < 60; ++r) mean += raw.observed[r * kWidth + 3];
@@ -148,18 +151,20 @@ TEST(Dataset, SavedSpecIsAppliedAndChecked) {
   EXPECT_THAT(test::error_message([&] { Dataset::build(unknown, small_options(), trained.spec()); }),
               HasSubstr("symbol 'ZZ' was not in the training data (known: S0, S1)"));
   auto no_volume = other;
-  no_volume.has_volume = false;
+  no_volume.fields = {};
+  no_volume.fields.add(BarField::OpenHighLow);
   EXPECT_THAT(test::error_message([&] { Dataset::build(no_volume, small_options(), trained.spec()); }),
               HasSubstr("the model was trained on bars with volume (input log_volume) but this file has none"));
   auto close_only = other;
-  close_only.has_range = false;
+  close_only.fields = {};
   EXPECT_THAT(test::error_message([&] { Dataset::build(close_only, small_options(), trained.spec()); }),
               HasSubstr("trained on open/high/low bars"));
 }
 
 TEST(Dataset, AOneSymbolModelAppliesToItsSeriesUnderAnyNameAndIgnoresExtraColumns) {
   auto bars = test::regular_bar_set(101, 1);
-  bars.has_volume = false;  // the model reads no volume
+  bars.fields = {};  // the model reads no volume (nor the range, read or not)
+  bars.fields.add(BarField::OpenHighLow);
   for (auto& s : bars.series) s.volume.clear();
   auto trained = Dataset::build(bars, small_options());
   auto renamed = test::regular_bar_set(101, 1);  // with volume, which the model ignores

@@ -96,7 +96,7 @@ TEST(InputDeclarationFile, ListsByKindAndMistakesWithLineAndColumn) {
   EXPECT_EQ(test::error_message([&] { read_input_declaration(key); }),
             key +
                 ": unknown key 'observd' (an input declaration has observed, known, static, observed_categorical, "
-                "known_categorical and static_categorical)");
+                "known_categorical, static_categorical and calendar)");
   const auto kinds = read_input_declaration(
       dir.write("kinds.json", R"({"static": ["tick"], "observed_categorical": ["venue"], "known_categorical": )"
                               R"(["session"], "static_categorical": ["sector", "x_*"]})"));

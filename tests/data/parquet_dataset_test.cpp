@@ -63,8 +63,7 @@ TEST_F(ParquetDataset, PartitionsNameTheSymbolAndFilesJoinIntoTheSeriesWritten) 
   EXPECT_GE(files_, 3 * 3u);  // several years per symbol
   const BarSet read = read_bars_parquet_dataset(folder_, {});
   ASSERT_EQ(read.series.size(), bars_.series.size());
-  EXPECT_TRUE(read.has_range);
-  EXPECT_TRUE(read.has_volume);
+  EXPECT_EQ(read.fields, BarFields::all());
   for (const auto& written : bars_.series) {
     const auto& s = series_named(read, written.symbol);
     EXPECT_EQ(s.timestamp_ns, written.timestamp_ns) << written.symbol;
@@ -94,7 +93,8 @@ TEST_F(ParquetDataset, PartitionsNameTheSymbolAndFilesJoinIntoTheSeriesWritten) 
 TEST_F(ParquetDataset, ACutReadSkipsTheFilesItsFooterPlacesOutside) {
   BarSet later = generate_synthetic_symbol(several_years(), 0);
   later.series[0].symbol = "ZZ";
-  later.has_volume = false;
+  later.fields = {};
+  later.fields.add(BarField::OpenHighLow);
   later.series[0].volume.clear();
   for (auto& t : later.series[0].timestamp_ns) t += 40LL * 365 * 86'400 * 1'000'000'000;
   write_parquet_partitions(later, folder_);
@@ -157,7 +157,8 @@ TEST_F(ParquetDataset, AnEmptyFolderIsRefused) {
 TEST_F(ParquetDataset, AFileWithOtherColumnsIsRefusedByName) {
   BarSet odd = generate_synthetic_symbol(several_years(), 0);
   odd.series[0].symbol = "ZZ";
-  odd.has_volume = false;
+  odd.fields = {};
+  odd.fields.add(BarField::OpenHighLow);
   odd.series[0].volume.clear();
   write_parquet_partitions(odd, folder_);
   const auto message = test::error_message([&] { read_bars_parquet_dataset(folder_, {}); });

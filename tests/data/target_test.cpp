@@ -154,7 +154,8 @@ TEST(Target, ValuesATransformCannotTakeNameTheFileColumnAndRow) {
   s.close = {1, 2};
   s.target_values = {1, -3};
   EXPECT_THAT(test::error_message([&] {
-                compute_raw_features(s, false, false, "", {"rv", TargetTransform::Log, Normalization::Pooled});
+                compute_raw_features(s, derived_inputs_for({}, true, {}), "",
+                                     {"rv", TargetTransform::Log, Normalization::Pooled});
               }),
               HasSubstr("symbol 'ES', bar 2 (1970-01-01T00:05:00Z): target column 'rv' value -3 is not positive"));
 }

@@ -26,8 +26,7 @@ std::string regular_bars_csv(int n, const std::string& symbol) {
 data::BarSet regular_bar_set(int n, int symbols) {
   data::BarSet bars;
   bars.source = "test bars";
-  bars.has_range = true;
-  bars.has_volume = true;
+  bars.fields = data::BarFields::all();
   for (int s = 0; s < symbols; ++s) {
     data::BarSeries series;
     series.symbol = "S" + std::to_string(s);

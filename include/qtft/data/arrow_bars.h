@@ -43,6 +43,12 @@ DeclaredColumns resolve_declared_inputs(const arrow::Schema& schema, const BarRe
                                         const std::string& source);
 
 std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path);
+// Each series' last `keep` bars of a Parquet file and its future rows, what a forecast reads:
+// the symbol and close columns of every row group find the groups that hold them, and only
+// those (from the first of them on) are read, so a desk's export of years costs its last
+// row groups. Options that contradict the file's columns (--symbol with a symbol column) are
+// refused from the footer, before any data is read.
+BarSet read_latest_bars_parquet(const std::string& path, const BarReadOptions& options, size_t keep);
 // The schema from a Parquet file's footer, without reading its data.
 std::shared_ptr<arrow::Schema> read_parquet_schema(const std::string& path);
 std::shared_ptr<arrow::Table> read_csv_table(const std::string& path);

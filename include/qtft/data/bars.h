@@ -48,9 +48,8 @@ void append_bars(BarSeries& to, const BarSeries& from);
 
 // Validated bars from one source, one series per symbol in order of first appearance.
 struct BarSet {
-  std::string source;      // the file name, or "embedded synthetic data"
-  bool has_range = false;  // open, high and low present
-  bool has_volume = false;
+  std::string source;  // the file name, or "embedded synthetic data"
+  BarFields fields;    // the optional columns present: open/high/low, volume
   // The declared input columns every series carries, and the file's columns no input reads.
   DeclaredColumns declared;
   // Bars dropped, over all series, before each series' first row with every declared input.

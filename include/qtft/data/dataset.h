@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qtft/data/bars.h"
+#include "qtft/data/derived_inputs.h"
 #include "qtft/data/unknown_level.h"
 
 namespace qtft::data {
@@ -144,14 +145,13 @@ SeriesView view_of(const SeriesFeatures& features);
 // (a model's) reads only the inputs it was trained on, and names series by its vocabulary.
 struct FeaturePlan {
   FeatureSpec spec;
-  bool has_range = false;
-  bool has_volume = false;
+  DerivedInputs derived;     // the inputs computed from the bars, by kind
   DeclaredColumns declared;  // the columns read as inputs, by kind
   bool saved = false;
 };
 
 // The declared columns a spec reads, by kind, as exact names, and its calendar's zone: how
-// bars are read for a model.
+// bars are read for a model. Its calendar terms are left to the spec (no --calendar).
 InputDeclaration declaration_of(const FeatureSpec& spec);
 // The names of the inputs in `stats` that come from `source` ("log_return", a column's name).
 std::vector<std::string> input_names(const std::vector<FeatureStats>& stats, InputSource source);
@@ -160,7 +160,7 @@ std::vector<std::string> input_names(const std::vector<FeatureStats>& stats, Inp
 // reader that streams (the feature store) gets bitwise the statistics of one holding every bar.
 class SpecFitter {
  public:
-  SpecFitter(bool has_range, bool has_volume, const DeclaredColumns& declared, const DatasetOptions& options);
+  SpecFitter(const DerivedInputs& derived, const DeclaredColumns& declared, const DatasetOptions& options);
   ~SpecFitter();
   SpecFitter(SpecFitter&&) noexcept;
   void add(const BarSeries& series);
@@ -173,7 +173,7 @@ class SpecFitter {
 
  private:
   struct Moments;
-  bool has_range_, has_volume_;
+  DerivedInputs derived_;
   DeclaredColumns declared_;
   DatasetOptions options_;
   std::vector<std::string> symbols_;
@@ -186,11 +186,12 @@ class SpecFitter {
 };
 
 // The plan for bars with these columns: a saved spec's inputs when one is given (throws
-// qtft::Error naming `source` when the bars lack them, or carry other declared columns),
-// else every input the bars allow and the declared columns, with the spec left for a
-// SpecFitter to fill.
-FeaturePlan plan_features(bool has_range, bool has_volume, const DeclaredColumns& declared, const FeatureSpec* saved,
-                          const std::string& source);
+// qtft::Error naming `source` when the bars lack them, or carry other declared columns, or
+// were read for another calendar), else every input the bars' fields allow, the calendar
+// the declaration names or else the one that `spacing` (every gap of the bars) chooses, and
+// the declared columns, with the spec left for a SpecFitter to fill.
+FeaturePlan plan_features(BarFields fields, const BarSpacing& spacing, const DeclaredColumns& declared,
+                          const FeatureSpec* saved, const std::string& source);
 
 // Series `position` of `series_count` as a dataset holds it: features under the plan, split
 // by `options`; under a saved spec its symbol id and name come from the spec's vocabulary.
@@ -202,10 +203,9 @@ void dataset_series(const BarSeries& series, size_t position, size_t series_coun
 
 // One series' features under `spec`, every row, with no split (all rows in split 0): what
 // Dataset::build computes per symbol, shared with serving so that the two cannot drift.
-SeriesFeatures featurize_series(const BarSeries& series, bool has_range, bool has_volume, const FeatureSpec& spec,
-                                int64_t symbol_id);
-void featurize_series(const BarSeries& series, bool has_range, bool has_volume, const FeatureSpec& spec,
-                      int64_t symbol_id, RawFeatures& raw, SeriesFeatures& out);
+SeriesFeatures featurize_series(const BarSeries& series, const FeatureSpec& spec, int64_t symbol_id);
+void featurize_series(const BarSeries& series, const FeatureSpec& spec, int64_t symbol_id, RawFeatures& raw,
+                      SeriesFeatures& out);
 // The known inputs of bars at `timestamps_ns` (UTC), normalized by `spec`: timestamps x
 // known. The calendar terms come from the times, on the clock of `spec`'s zone; the declared
 // known columns' values are `declared_known` (one vector per column, in the spec's order,
@@ -213,17 +213,20 @@ void featurize_series(const BarSeries& series, bool has_range, bool has_volume, 
 // Throws qtft::Error naming the first declared column without enough values.
 // `symbol_id` picks the series' statistics under per-series normalization; `known_levels`
 // are the series' level names of its categorical known columns (BarSeries::known_levels).
+// The levels of those columns that the spec's vocabulary lacks take the unknown entry and,
+// when `unknown_levels` is given, are appended to it, each once, in input order.
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
                                    std::span<const std::vector<double>> declared_known, const FeatureSpec& spec,
-                                   int64_t symbol_id, std::span<const std::vector<std::string>> known_levels = {});
+                                   int64_t symbol_id, std::span<const std::vector<std::string>> known_levels = {},
+                                   std::vector<UnknownLevel>* unknown_levels = nullptr);
 // The same for a spec whose known inputs are all derived (the calendar).
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec);
-// Which of the model's inputs `spec` needs from the bars: open/high/low, volume.
-bool spec_uses_range(const FeatureSpec& spec);
-bool spec_uses_volume(const FeatureSpec& spec);
-// The spec's derived inputs are the ones this qtft computes (known_feature_names, and
-// observed_feature_names for the bars it reads); throws qtft::Error prefixed by `where`.
-// Models saved before bar_gap became an observed input fail here, with a note to retrain.
+// The spec's derived inputs, by name: each one this qtft computes, of its kind, with the
+// target's past exactly when the target is not the close's log return. Throws qtft::Error
+// prefixed by `where` otherwise; models saved before bar_gap became an observed input fail
+// here, with a note to retrain.
+DerivedInputs derived_inputs_of(const FeatureSpec& spec, const std::string& where);
+// The same check, for a loader that needs no answer.
 void check_feature_names(const FeatureSpec& spec, const std::string& where);
 // The index of `symbol` in the spec's vocabulary. The sole series of a source takes the
 // only symbol of a one-symbol model whatever its name: such a model's static input is

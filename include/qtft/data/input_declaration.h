@@ -1,7 +1,10 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "qtft/data/derived_inputs.h"
 
 namespace qtft::data {
 
@@ -61,6 +64,8 @@ struct InputDeclaration {
   // The tz database zone whose wall clock the calendar inputs read (--calendar-timezone);
   // empty for UTC.
   std::string calendar_timezone;
+  // The calendar's terms (--calendar); none given: those that vary at the bars' spacing.
+  std::optional<std::vector<CalendarTerm>> calendar;
   // The target (--target-column, --target-transform, --normalize).
   TargetDeclaration target;
   // A saved model's columns (data::declaration_of) rather than the user's flags: errors say so.
@@ -73,11 +78,13 @@ struct InputDeclaration {
 
 // A declaration file (--inputs FILE), JSON: {"observed": ["lead_signal", "f_*"], "known":
 // ["event_flag"], "static": [...], "observed_categorical": [...], "known_categorical": [...],
-// "static_categorical": ["sector"]}, each list optional. Throws qtft::Error naming the file and, for text that
+// "static_categorical": ["sector"], "calendar": ["day-of-week", "month-of-year"]}, each list
+// optional ("calendar": [] for none). Throws qtft::Error naming the file and, for text that
 // does not parse, the line and column; an unknown key or a value that is not a list of
 // strings names the key.
 InputDeclaration read_input_declaration(const std::string& path);
-// `more`'s lists after `into`'s (the flags' and a file's, together).
+// `more`'s lists after `into`'s (the flags' and a file's, together), and its calendar (throws
+// UsageError when both name one and they differ).
 void append_declaration(InputDeclaration& into, const InputDeclaration& more);
 
 // A declaration resolved against one file's columns: the columns of each kind, in the order
@@ -90,7 +97,8 @@ struct DeclaredColumns {
   std::vector<std::string> observed_categorical, known_categorical, static_categorical;
   std::vector<std::string> unused;
   MissingValues missing = MissingValues::Error;
-  std::string calendar_timezone;  // checked against the tz database; empty for UTC
+  std::string calendar_timezone;                      // checked against the tz database; empty for UTC
+  std::optional<std::vector<CalendarTerm>> calendar;  // as declared
   // The target; its column is empty for the close (also when the close was named).
   TargetDeclaration target;
   bool empty() const {  // reads no column

@@ -53,8 +53,9 @@ struct Forecast {
   bool timestamps_continued = false;
   int64_t bar_interval_ns = 0;
   std::vector<ForecastStep> steps;  // horizon() of them
-  // Categorical levels in the bars read that the model's vocabulary lacks, each once in
-  // input order: the forecast took their unknown entry (format_unknown_levels says so).
+  // Categorical levels in the bars read, then in the rows ahead (a known column's), that the
+  // model's vocabulary lacks, each once in input order: the forecast took their unknown
+  // entry (format_unknown_levels says so).
   std::vector<data::UnknownLevel> unknown_levels;
 };
 

@@ -10,6 +10,7 @@
 #include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
+#include "qtft/data/batch.h"
 #include "qtft/data/dataset.h"
 #include "qtft/infer/forecast.h"
 
@@ -180,40 +181,42 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
     prepared.push_back(prepare(st.file, recent[i], future, recent.size() == 1));
   }
 
-  // The batch as data::make_batch lays a window out: encoder rows, then the decoder's
-  // known inputs: the calendar of the future timestamps and the declared known values.
-  const auto b = static_cast<int64_t>(prepared.size());
-  const int64_t l = st.file.dataset.encoder_length, h = st.file.dataset.horizon;
-  const auto n_obs = static_cast<int64_t>(st.file.features.observed.size());
-  const auto n_known = static_cast<int64_t>(st.file.features.known.size());
-  at::Tensor observed = at::empty({b, l, n_obs}, at::kFloat);
-  at::Tensor known = at::empty({b, l + h, n_known}, at::kFloat);
-  at::Tensor symbol = at::empty({b}, at::kLong);
-  const auto n_static = static_cast<int64_t>(st.file.features.statics.size());
-  at::Tensor statics = at::empty({b, n_static}, at::kFloat);
+  // The batch in training's layout (data::fill_window): each window's encoder rows from its
+  // bars, the decoder's known inputs from the future timestamps and declared known values.
+  const auto& features = st.file.features;
+  const data::BatchShape shape{static_cast<int64_t>(prepared.size()),
+                               st.file.dataset.encoder_length,
+                               st.file.dataset.horizon,
+                               static_cast<int64_t>(features.observed.size()),
+                               static_cast<int64_t>(features.known.size()),
+                               static_cast<int64_t>(features.statics.size()),
+                               /*with_target=*/false};
+  data::Batch batch = data::empty_batch(shape);
+  const int64_t b = shape.windows, h = shape.horizon;
   for (int64_t i = 0; i < b; ++i) {
     auto& p = prepared[static_cast<size_t>(i)];
     std::vector<data::UnknownLevel> ahead;  // levels of the rows ahead the model has not seen
-    const auto future_known = data::known_inputs_at(p.future_ns, p.future_known, st.file.features, p.features.symbol_id,
-                                                    p.known_levels, &ahead);
+    const auto future_known =
+        data::known_inputs_at(p.future_ns, p.future_known, features, p.features.symbol_id, p.known_levels, &ahead);
     auto& named = p.forecast.unknown_levels;
     for (auto& level : ahead) {
       if (std::find(named.begin(), named.end(), level) == named.end()) named.push_back(std::move(level));
     }
-    std::copy_n(p.features.statics.data(), n_static, statics.data_ptr<float>() + i * n_static);
-    std::copy_n(p.features.observed.data(), l * n_obs, observed.data_ptr<float>() + i * l * n_obs);
-    float* k = known.data_ptr<float>() + i * (l + h) * n_known;
-    std::copy_n(p.features.known.data(), l * n_known, k);
-    std::copy_n(future_known.data(), h * n_known, k + l * n_known);
-    symbol.data_ptr<int64_t>()[i] = p.features.symbol_id;
+    data::WindowRows rows;
+    rows.observed = p.features.observed;  // encoder_length rows: the bars' features
+    rows.known = p.features.known;
+    rows.known_ahead = future_known;
+    rows.statics = p.features.statics;
+    rows.symbol_id = p.features.symbol_id;
+    data::fill_window(batch, shape, i, rows);
   }
 
   at::Tensor scaled;
   {
     // No autograd state and no module state is written: concurrent calls are safe.
     c10::InferenceMode inference;
-    auto out = st.model.ptr()->forward(observed.to(st.device), known.to(st.device), symbol.to(st.device),
-                                       statics.to(st.device));
+    auto out = st.model.ptr()->forward(batch.observed.to(st.device), batch.known.to(st.device),
+                                       batch.symbol.to(st.device), batch.statics.to(st.device));
     scaled = out.quantiles.to(at::kCPU).to(at::kDouble).contiguous();
   }
   const auto nq = static_cast<int64_t>(st.file.options.quantiles().size());

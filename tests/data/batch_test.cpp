@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "qtft/common/error.h"
 #include "qtft/data/batch.h"
 #include "qtft/data/batch_order.h"
 #include "support/bar_files.h"
@@ -90,6 +91,35 @@ TEST(Batch, HoldsTheWindowsRowsExactly) {
     }
   }
   EXPECT_EQ(batch.symbol[2].item<int64_t>(), 1);  // the last window is the second symbol's
+}
+
+// A forecast's window in the same layout: the decoder's known rows come after the encoder's
+// from elsewhere (the future timestamps), and there is no target.
+TEST(Batch, AForecastsWindowTakesItsDecoderRowsFromAhead) {
+  const BatchShape shape{1, 2, 1, 1, 2, 0, /*with_target=*/false};
+  Batch batch = empty_batch(shape);
+  EXPECT_FALSE(batch.target.defined());
+  const std::vector<float> observed{1, 2}, known{10, 11, 20, 21}, ahead{30, 31};
+  WindowRows rows;
+  rows.observed = observed;
+  rows.known = known;
+  rows.known_ahead = ahead;
+  rows.symbol_id = 4;
+  fill_window(batch, shape, 0, rows);
+  const float* k = batch.known.data_ptr<float>();
+  EXPECT_EQ(std::vector<float>(k, k + 6), (std::vector<float>{10, 11, 20, 21, 30, 31}));
+  EXPECT_EQ(batch.symbol[0].item<int64_t>(), 4);
+  rows.known_ahead = {};
+  EXPECT_THROW(
+      {
+        try {
+          fill_window(batch, shape, 0, rows);
+        } catch (const Error& e) {
+          EXPECT_STREQ(e.what(), "batch window 0: known holds 4 values, the batch's shape needs 6");
+          throw;
+        }
+      },
+      Error);
 }
 
 }  // namespace

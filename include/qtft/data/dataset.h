@@ -226,6 +226,8 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const
 // prefixed by `where` otherwise; models saved before bar_gap became an observed input fail
 // here, with a note to retrain.
 DerivedInputs derived_inputs_of(const FeatureSpec& spec, const std::string& where);
+// The spec's derived known inputs alone (the calendar's), checked by name as above.
+std::vector<DerivedInput> calendar_inputs_of(const FeatureSpec& spec, const std::string& where);
 // The same check, for a loader that needs no answer.
 void check_feature_names(const FeatureSpec& spec, const std::string& where);
 // The index of `symbol` in the spec's vocabulary. The sole series of a source takes the

@@ -30,6 +30,10 @@ RawFeatures compute_raw_features(const BarSeries& series, const DerivedInputs& d
 // (and the kernel zeroes) its memory once, not once per series.
 void compute_raw_features(const BarSeries& series, const DerivedInputs& derived, const std::string& calendar_timezone,
                           const TargetDeclaration& target, RawFeatures& out);
+// The level names of a series' declared column `c` of a kind (BarSeries::observed_levels,
+// known_levels, static_levels); throws qtft::Error naming the symbol and column when it has none.
+const std::vector<std::string>& series_levels(const std::vector<std::vector<std::string>>& levels, size_t c,
+                                              const std::string& symbol, const std::string& column);
 // The value of the transformed target at bar i >= 1 of `level` (the target column's values).
 double transformed_target(TargetTransform transform, const double* level, size_t i);
 // The calendar inputs among `known` of a bar at `wall_clock_ns` (local_wall_clock's, UTC's

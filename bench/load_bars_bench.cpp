@@ -1,5 +1,6 @@
 // Loading cost of a large bar file: wall time and peak resident memory of reading,
-// validating and turning N bars into a dataset. Prints a table and JSON.
+// validating and turning N bars into a dataset, and of what a forecast reads of the same
+// file (each series' last 65 bars: encoder 64 plus one). Prints a table and JSON.
 //   build/bench/load_bars_bench --rows 2000000 --symbols 4 [--json out.json]
 #include <sys/resource.h>
 
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qtft/common/format.h"
+#include "qtft/data/arrow_bars.h"
 #include "qtft/data/bars.h"
 #include "qtft/data/dataset.h"
 #include "qtft/data/synthetic.h"
@@ -50,7 +52,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   uint64_t baseline = peak_rss_bytes();
+  // First, as its peak would hide under the whole read's: the row groups holding each
+  // series' last bars only.
   auto start = std::chrono::steady_clock::now();
+  auto latest = qtft::data::read_latest_bars_parquet(file, {}, 65);
+  double latest_s = seconds_since(start);
+  uint64_t after_latest = peak_rss_bytes();
+  start = std::chrono::steady_clock::now();
   auto bars = qtft::data::read_bars_parquet(file);
   double read_s = seconds_since(start);
   uint64_t after_read = peak_rss_bytes();
@@ -63,6 +71,8 @@ int main(int argc, char** argv) {
 
   std::printf("config: %lld bars, %d symbols, Parquet %s, encoder 64, horizon 8\n", static_cast<long long>(rows),
               symbols, qtft::format_bytes(file_bytes).c_str());
+  std::printf("a forecast's read (last 65 bars of %zu series): %.3f s, peak RSS %s\n", latest.series.size(), latest_s,
+              qtft::format_bytes(after_latest).c_str());
   std::printf("read + validate: %.2f s, peak RSS %s\n", read_s, qtft::format_bytes(after_read).c_str());
   std::printf("features + windows: %.2f s, peak RSS %s (process baseline %s)\n", build_s,
               qtft::format_bytes(after_build).c_str(), qtft::format_bytes(baseline).c_str());
@@ -70,6 +80,8 @@ int main(int argc, char** argv) {
   nlohmann::json j{{"rows", rows},
                    {"symbols", symbols},
                    {"parquet_bytes", file_bytes},
+                   {"latest_read_seconds", latest_s},
+                   {"peak_rss_after_latest_read_bytes", after_latest},
                    {"read_seconds", read_s},
                    {"build_seconds", build_s},
                    {"baseline_peak_rss_bytes", baseline},

@@ -14,6 +14,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/data/arrow_bars.h"
+#include "qtft/data/parquet_dataset.h"
 #include "qtft/io/atomic_file.h"
 
 namespace qtft::data {
@@ -143,44 +144,58 @@ bool series_of_rows(const arrow::Array& column, std::unordered_map<std::string, 
   }
 }
 
-// The first row group that holds part of a series' last `keep` bars, over all series: the
-// symbol and close columns of every group are read (two columns, not the file) from the
-// last group back, counting each series' bars (rows with a close; future rows have none).
-// 0 when the columns cannot be told apart here: the whole file is read then.
-int first_group_of_latest(parquet::arrow::FileReader& reader, const arrow::Schema& schema,
-                          const BarReadOptions& options, size_t keep, const std::string& path) {
+// Which row groups hold part of a series' last `keep` bars or its future rows: the symbol
+// and close columns of every group are read (two columns, not the file) from the last group
+// back, counting each series' bars (rows with a close; future rows have none), and the
+// series in order of first appearance in the file, as a whole read orders them. `needed` is
+// empty when the columns cannot be told apart here: the whole file is read then.
+struct LatestGroups {
+  std::vector<uint8_t> needed;      // by row group
+  std::vector<std::string> series;  // by first appearance
+};
+LatestGroups groups_of_latest(parquet::arrow::FileReader& reader, const arrow::Schema& schema,
+                              const BarReadOptions& options, size_t keep, const std::string& path) {
   const auto& names = options.columns;
   int close = schema.GetFieldIndex(names.close);
   if (close < 0 && names.close == "close") close = schema.GetFieldIndex("price");
   const int symbol = options.symbol.empty() ? schema.GetFieldIndex(names.symbol) : -1;
-  if (close < 0) return 0;  // bars_from_table names the missing column
+  if (close < 0) return {};  // bars_from_table names the missing column
   std::unordered_map<std::string, size_t> ids;
-  std::vector<size_t> bars;  // by series id, from the end
-  int first = reader.num_row_groups();
+  std::vector<size_t> bars;                    // by series id, counted from the end
+  std::vector<std::pair<int, int64_t>> first;  // by series id: its earliest (group, row)
+  std::vector<uint8_t> needed(static_cast<size_t>(reader.num_row_groups()), 0);
   for (int group = reader.num_row_groups() - 1; group >= 0; --group) {
     std::vector<int> columns{close};
     if (symbol >= 0) columns.push_back(symbol);
     auto table = unwrap(reader.ReadRowGroup(group, columns), path, "cannot read Parquet data");
     table = unwrap(table->CombineChunks(), path, "cannot read Parquet data");
+    if (table->num_rows() == 0) continue;
     const auto& closes = *table->column(0)->chunk(0);
     std::vector<size_t> series;
     if (symbol < 0) {
       series.assign(static_cast<size_t>(closes.length()), 0);
       ids.try_emplace("", 0);
     } else if (!series_of_rows(*table->column(1)->chunk(0), ids, series)) {
-      return 0;
+      return {};
     }
     bars.resize(ids.size(), 0);
-    bool needed = false;
+    first.resize(ids.size());
     for (int64_t i = closes.length() - 1; i >= 0; --i) {
       const size_t s = series[static_cast<size_t>(i)];
-      if (s == SIZE_MAX) continue;  // a missing symbol: bars_from_table refuses it if read
-      if (bars[s] < keep) needed = true;
-      if (!closes.IsNull(i)) ++bars[s];
+      if (s != SIZE_MAX) first[s] = {group, i};
+      // A row without a symbol is read, for bars_from_table to refuse by row.
+      if (s == SIZE_MAX || bars[s] < keep) needed[static_cast<size_t>(group)] = 1;
+      if (s != SIZE_MAX && !closes.IsNull(i)) ++bars[s];
     }
-    if (needed) first = group;
   }
-  return first;
+  LatestGroups out{std::move(needed), std::vector<std::string>(ids.size())};
+  std::vector<size_t> order(ids.size());
+  for (size_t s = 0; s < order.size(); ++s) order[s] = s;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first[a] < first[b]; });
+  std::vector<std::string> by_id(ids.size());
+  for (const auto& [name, s] : ids) by_id[s] = name;
+  for (size_t k = 0; k < order.size(); ++k) out.series[k] = by_id[order[k]];
+  return out;
 }
 
 }  // namespace
@@ -195,28 +210,54 @@ BarSet read_latest_bars_parquet(const std::string& path, const BarReadOptions& o
                   " names the series of files without one");
     }
     const int groups = reader.num_row_groups();
-    const int first = groups > 1 ? first_group_of_latest(reader, *schema, options, keep, path) : 0;
-    auto read_from = [&](int from) {
-      std::vector<int> indices;
-      int64_t first_row = 0;
-      for (int g = 0; g < groups; ++g) {
-        if (g >= from) {
-          indices.push_back(g);
-        } else {
-          first_row += reader.parquet_reader()->metadata()->RowGroup(g)->num_rows();
-        }
-      }
-      auto table = unwrap(reader.ReadRowGroups(indices), path, "cannot read Parquet data");
-      BarSet bars = bars_from_table(*table, path, options, nullptr, first_row);
+    auto read_whole = [&] {
+      BarSet bars = bars_from_table(*unwrap(reader.ReadTable(), path, "cannot read Parquet data"), path, options);
       for (auto& s : bars.series) keep_last_bars(s, keep);
       return bars;
     };
-    BarSet bars = read_from(first);
-    // Bars dropped as leading nulls of a declared input can leave a series short: then the
-    // whole file, which holds the values before.
+    // Forward-fill would carry a value across the groups skipped: the whole file then.
+    if (groups < 2 || options.inputs.missing == MissingValues::ForwardFill) return read_whole();
+    const auto latest = groups_of_latest(reader, *schema, options, keep, path);
+    const auto& needed = latest.needed;
+    if (needed.empty()) return read_whole();
+    // Each run of consecutive needed groups is one part, its rows numbered as in the file;
+    // the parts join as a folder's files do (JoinedBars), each series trimmed to `keep`.
+    JoinedBars joined(path, keep);
+    DeclaredCarry carry;
+    int64_t first_row = 0;
+    for (int g = 0; g < groups;) {
+      const int64_t group_rows = reader.parquet_reader()->metadata()->RowGroup(g)->num_rows();
+      if (!needed[static_cast<size_t>(g)]) {
+        first_row += group_rows;
+        ++g;
+        continue;
+      }
+      std::vector<int> run;
+      int64_t run_rows = 0;
+      for (; g < groups && needed[static_cast<size_t>(g)]; ++g) {
+        run.push_back(g);
+        run_rows += reader.parquet_reader()->metadata()->RowGroup(g)->num_rows();
+      }
+      auto table = unwrap(reader.ReadRowGroups(run), path, "cannot read Parquet data");
+      joined.add(bars_from_table(*table, path, options, &carry, first_row));
+      first_row += run_rows;
+    }
+    BarSet bars = joined.take();
+    // A series whose first rows read were a warm-up of nulls may be short of bars the file
+    // holds before them: the whole file then.
     const bool short_series =
         std::any_of(bars.series.begin(), bars.series.end(), [&](const BarSeries& s) { return s.size() < keep; });
-    if (first > 0 && (short_series || bars.leading_null_rows > 0)) bars = read_from(0);
+    if (bars.leading_null_rows > 0 || (short_series && std::count(needed.begin(), needed.end(), 0) > 0)) {
+      return read_whole();
+    }
+    // The series in the whole file's order (the runs meet them in another order when a
+    // series' first groups were skipped); a name the scan does not know stays last.
+    auto rank = [&](const BarSeries& s) {
+      const auto it = std::find(latest.series.begin(), latest.series.end(), s.symbol);
+      return it - latest.series.begin();
+    };
+    std::stable_sort(bars.series.begin(), bars.series.end(),
+                     [&](const BarSeries& a, const BarSeries& b) { return rank(a) < rank(b); });
     return bars;
   });
 }

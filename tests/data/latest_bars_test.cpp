@@ -80,6 +80,52 @@ TEST(LatestBars, ReadOnlyTheRowGroupsHoldingEachSeriesLastBars) {
   expect_same_bars(load_latest_bars(source, 150), want);
 }
 
+// An export written symbol after symbol: each series' last groups lie in the middle of the
+// file, and the groups between them are skipped; the series keep the whole file's order.
+TEST(LatestBars, AFileWrittenSeriesAfterSeriesSkipsEachSeriesOlderGroups) {
+  test::TempDir dir;
+  BarSet bars = three_symbols();
+  bars.series[0].close[20] = -1.0;  // read, this bar is refused
+  const auto path = dir.file("by_symbol.parquet");
+  {
+    ParquetTableWriter writer(path, bars_to_table(slice(bars, 0, 1))->schema());
+    for (const auto& s : bars.series) {
+      BarSet one = bars;
+      one.series = {s};
+      for (size_t begin = 0; begin < s.size(); begin += 100)
+        writer.write(*bars_to_table(slice(one, begin, begin + 100)));
+    }
+    writer.commit();
+  }
+  EXPECT_THAT(test::error_message([&] { read_bars_parquet(path); }), HasSubstr("close"));
+  BarSet want = three_symbols();
+  for (auto& s : want.series) keep_last_bars(s, 150);
+  const auto got = read_latest_bars_parquet(path, {}, 150);
+  expect_same_bars(got, want);
+}
+
+// A series that starts late is second in the file, yet first in the last groups' rows: the
+// series keep the whole file's order all the same.
+TEST(LatestBars, TheSeriesKeepTheWholeFilesOrder) {
+  test::TempDir dir;
+  const BarSet bars = three_symbols();
+  const auto path = dir.file("late.parquet");
+  {
+    ParquetTableWriter writer(path, bars_to_table(slice(bars, 0, 1))->schema());
+    for (size_t k = 0; k < 10; ++k) {
+      BarSet part = slice(bars, k * 100, (k + 1) * 100);  // S0, S1, S2 in each group
+      part.series.pop_back();
+      if (k < 5) part.series.erase(part.series.begin());  // S0 only from group 5 on
+      writer.write(*bars_to_table(part));
+    }
+    writer.commit();
+  }
+  const auto whole = last_bars_of_whole_file(path, 150);
+  ASSERT_EQ(whole.series.size(), 2u);
+  EXPECT_EQ(whole.series[0].symbol, bars.series[1].symbol);
+  expect_same_bars(read_latest_bars_parquet(path, {}, 150), whole);
+}
+
 TEST(LatestBars, ASeriesThatEndedEarlyIsStillRead) {
   test::TempDir dir;
   const auto path = dir.file("export.parquet");

@@ -46,10 +46,10 @@ class FoldPrinter : public train::BacktestEvents {
   void resumed(int64_t finished) override {
     std::printf("Resuming: %lld folds were finished\n", static_cast<long long>(finished));
   }
-  void fold_started(const train::Fold& fold, const std::string& training) override {
-    // training: "train", "update" or "none" (fold 0's model as it is).
-    const std::string what =
-        training == "none" ? "fold 0's model, forecasting the bars after" : training + " on the bars through";
+  void fold_started(const train::Fold& fold, train::FoldModel model) override {
+    const std::string what = model == train::FoldModel::Kept
+                                 ? "fold 0's model, forecasting the bars after"
+                                 : std::string(train::fold_model_name(model)) + " on the bars through";
     std::printf("fold %lld of 0-%lld: %s %s...\n", static_cast<long long>(fold.index), folds_ - 1, what.c_str(),
                 format_utc(fold.train_through_ns).c_str());
     std::fflush(stdout);

@@ -276,7 +276,8 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     // update of the last fold's, or the last fold's as it is.
     const bool fresh = k == 0 || o.refit == Refit::Full;
     const int64_t source_fold = fresh ? k : (o.refit == Refit::Update ? k : 0);
-    result.training.kind = fresh ? "train" : (o.refit == Refit::Update ? "update" : "none");
+    result.training.kind =
+        fresh ? FoldModel::Trained : (o.refit == Refit::Update ? FoldModel::Updated : FoldModel::Kept);
     events.fold_started(fold, result.training.kind);
     nlohmann::json curve = nlohmann::json::array();
     const fs::path starts_from = model_path(o.output, o.refit == Refit::Update ? k - 1 : 0);
@@ -318,7 +319,7 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
         throw;
       } catch (const Error& e) {
         throw Error("fold " + std::to_string(k) + " (bars through " + format_utc(fold.train_through_ns) +
-                    "): " + result.training.kind + ": " + e.what());
+                    "): " + fold_model_name(result.training.kind) + ": " + e.what());
       }
       if (trained.result.interrupted) {
         outcome.interrupted = true;
@@ -381,7 +382,7 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
                      {"bars", fold.bars},
                      {"windows", windows.size()},
                      {"training",
-                      {{"kind", result.training.kind},
+                      {{"kind", fold_model_name(result.training.kind)},
                        {"epochs", result.training.epochs},
                        {"best_epoch", result.training.best_epoch},
                        {"best_val_loss", result.training.best_val_loss},

@@ -29,6 +29,15 @@ const char* refit_name(Refit refit) {
   return "?";
 }
 
+const char* fold_model_name(FoldModel model) {
+  switch (model) {
+    case FoldModel::Trained: return "train";
+    case FoldModel::Updated: return "update";
+    case FoldModel::Kept: return "none";
+  }
+  return "?";
+}
+
 FoldStep parse_fold_step(const std::string& text) {
   int64_t count = 0;
   const char* end = text.data() + text.size();

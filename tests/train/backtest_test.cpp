@@ -190,7 +190,7 @@ TEST_F(Backtest, ForecastsEachFoldsWindowsOutOfSampleAndRecordsTheFolds) {
     const size_t expected = r.fold.index == 2 ? 2 * 98 : 2 * 100;
     EXPECT_EQ(static_cast<size_t>(r.desk.windows), expected) << r.fold.index;
     rows += expected * 3;
-    EXPECT_EQ(r.training.kind, r.fold.index == 0 ? "train" : "update");
+    EXPECT_EQ(r.training.kind, r.fold.index == 0 ? FoldModel::Trained : FoldModel::Updated);
     EXPECT_GE(r.training.epochs, 1);
     EXPECT_TRUE(std::isfinite(r.metrics.loss));
   }
@@ -322,8 +322,9 @@ TEST_F(Backtest, RefitNoneKeepsTheFirstModelAndKeepModelsKeepsEvery) {
   BacktestEvents quiet;
   const auto none = run_backtest(o, quiet);
   ASSERT_EQ(none.folds.size(), 3u);
-  EXPECT_EQ(none.folds[1].training.kind, "none");
-  EXPECT_EQ(none.folds[2].training.kind, "none");
+  EXPECT_EQ(none.folds[1].training.kind, FoldModel::Kept);
+  EXPECT_EQ(none.folds[2].training.kind, FoldModel::Kept);
+  EXPECT_STREQ(fold_model_name(FoldModel::Kept), "none");
   EXPECT_TRUE(fs::exists(o.output / "models" / "fold-000.safetensors"));
   // The first fold is the same model on the same windows whatever the refit.
   auto u = options("kept");

@@ -103,9 +103,14 @@ void check_backtest_options(const BacktestOptions& options);
 // not change the numbers and are left out).
 nlohmann::json backtest_identity(const BacktestOptions& options);
 
-// How a fold's model came to be.
+// How a fold's model came to be: trained afresh, updated from the previous fold's, or the
+// previous fold's as it was (--refit none).
+enum class FoldModel { Trained, Updated, Kept };
+// "train", "update", "none": as folds.json records it.
+const char* fold_model_name(FoldModel model);
+
 struct FoldTraining {
-  std::string kind;  // "train" (fresh), "update", "none" (the previous fold's model)
+  FoldModel kind = FoldModel::Trained;
   int64_t epochs = 0;
   int64_t best_epoch = 0;
   double best_val_loss = 0.0;
@@ -128,7 +133,7 @@ class BacktestEvents {
   virtual void planned(const std::vector<Fold>& /*folds*/, int64_t /*timeline_bars*/) {}
   // Resuming a backtest in the output folder: these folds were finished.
   virtual void resumed(int64_t /*finished_folds*/) {}
-  virtual void fold_started(const Fold& /*fold*/, const std::string& /*training*/) {}
+  virtual void fold_started(const Fold& /*fold*/, FoldModel /*model*/) {}
   virtual void fold_finished(const FoldResult& /*result*/, int64_t /*folds*/) {}
   // The training's own events and epochs (quiet by default).
   virtual TrainingEvents& training_events() { return quiet_; }

@@ -11,40 +11,53 @@
 
 namespace qtft::data {
 
-void append_calendar_features(int64_t t, const std::vector<DerivedInput>& known, std::vector<double>& out) {
-  constexpr double two_pi = 2.0 * std::numbers::pi;
-  // Each phase once per bar, however many of the terms read it.
-  double day_phase = 0, week_phase = 0, month_phase = 0, year_phase = 0;
-  bool dated = false;
-  CivilDate date;
+namespace {
+
+// What a row computes, resolved once from the producers rather than per value: which values,
+// and the order the row holds them in (each an index into the values computed). Values
+// are computed by the same expressions as ever, so the bits do not depend on the order.
+struct CalendarPlan {
+  bool day = false, week = false, date = false;
+  std::vector<uint8_t> slots;  // DerivedInput - TimeOfDaySin, per known derived input
+};
+CalendarPlan calendar_plan(const std::vector<DerivedInput>& known) {
+  CalendarPlan p;
   for (DerivedInput input : known) {
-    using enum DerivedInput;
-    switch (input) {
-      case TimeOfDaySin:
-      case TimeOfDayCos:
-        day_phase = two_pi * static_cast<double>(seconds_of_day(t)) / kSecondsPerDay;
-        out.push_back(input == TimeOfDaySin ? std::sin(day_phase) : std::cos(day_phase));
-        break;
-      case DayOfWeekSin:
-      case DayOfWeekCos:
-        week_phase = two_pi * day_of_week(t) / 7.0;
-        out.push_back(input == DayOfWeekSin ? std::sin(week_phase) : std::cos(week_phase));
-        break;
-      case DayOfMonthSin:
-      case DayOfMonthCos:
-      case MonthOfYearSin:
-      case MonthOfYearCos:
-        if (!dated) date = civil_date(t), dated = true;
-        month_phase = two_pi * (date.day - 1) / date.days_in_month;
-        year_phase = two_pi * (date.month - 1) / 12.0;
-        if (input == DayOfMonthSin) out.push_back(std::sin(month_phase));
-        if (input == DayOfMonthCos) out.push_back(std::cos(month_phase));
-        if (input == MonthOfYearSin) out.push_back(std::sin(year_phase));
-        if (input == MonthOfYearCos) out.push_back(std::cos(year_phase));
-        break;
-      default: break;  // not a calendar input: not a function of the time
-    }
+    if (!is_calendar_input(input)) continue;  // not a function of the time
+    const auto slot = static_cast<uint8_t>(static_cast<int>(input) - static_cast<int>(DerivedInput::TimeOfDaySin));
+    p.day |= slot < 2;
+    p.week |= slot == 2 || slot == 3;
+    p.date |= slot >= 4;
+    p.slots.push_back(slot);
   }
+  return p;
+}
+
+void append_calendar(int64_t t, const CalendarPlan& p, std::vector<double>& out) {
+  constexpr double two_pi = 2.0 * std::numbers::pi;
+  double v[8];
+  if (p.day) {
+    const double day_phase = two_pi * static_cast<double>(seconds_of_day(t)) / kSecondsPerDay;
+    v[0] = std::sin(day_phase), v[1] = std::cos(day_phase);
+  }
+  if (p.week) {
+    const double week_phase = two_pi * day_of_week(t) / 7.0;
+    v[2] = std::sin(week_phase), v[3] = std::cos(week_phase);
+  }
+  if (p.date) {
+    const CivilDate date = civil_date(t);
+    const double month_phase = two_pi * (date.day - 1) / date.days_in_month;
+    const double year_phase = two_pi * (date.month - 1) / 12.0;
+    v[4] = std::sin(month_phase), v[5] = std::cos(month_phase);
+    v[6] = std::sin(year_phase), v[7] = std::cos(year_phase);
+  }
+  for (uint8_t slot : p.slots) out.push_back(v[slot]);
+}
+
+}  // namespace
+
+void append_calendar_features(int64_t t, const std::vector<DerivedInput>& known, std::vector<double>& out) {
+  append_calendar(t, calendar_plan(known), out);
 }
 
 double transformed_target(TargetTransform transform, const double* level, size_t i) {
@@ -105,30 +118,35 @@ void compute_raw_features(const BarSeries& s, const DerivedInputs& derived, cons
     clock = f.wall_clock_ns;
   }
   const bool past_target = !target.is_close_log_return();
+  // The observed producers as slots of `v` below: DerivedInput's values, log_return first.
+  static_assert(static_cast<int>(DerivedInput::LogReturn) == 0 && static_cast<int>(DerivedInput::PastTarget) == 5);
+  std::vector<uint8_t> slots;
+  bool range = false, volume = false, gap = false;
+  for (DerivedInput input : derived.observed) {
+    if (is_calendar_input(input)) throw Error("input " + std::string(derived_input_name(input)) + " is not observed");
+    slots.push_back(static_cast<uint8_t>(input));
+    range |= input == DerivedInput::HlRange || input == DerivedInput::CloseOpen;
+    volume |= input == DerivedInput::LogVolume;
+    gap |= input == DerivedInput::BarGap;
+  }
+  const CalendarPlan calendar = calendar_plan(derived.known);
+  double v[6] = {0, 0, 0, 0, 0, 0};
   for (size_t i = 1; i < s.size(); ++i) {
     const double r = std::log(s.close[i] / s.close[i - 1]);
     // The close's log return is computed once, as log_return and as the target, bitwise both.
     const double y = past_target ? transformed_target(target.transform, level, i) : r;
-    for (DerivedInput input : derived.observed) {
-      using enum DerivedInput;
-      switch (input) {
-        case LogReturn: f.observed.push_back(r); break;
-        case HlRange: f.observed.push_back(std::log(s.high[i] / s.low[i])); break;
-        case CloseOpen: f.observed.push_back(std::log(s.close[i] / s.open[i])); break;
-        case LogVolume: f.observed.push_back(std::log1p(s.volume[i])); break;
-        case BarGap: {
-          double gap_minutes =
-              static_cast<double>(s.timestamp_ns[i] - s.timestamp_ns[i - 1]) / (60.0 * kNanosPerSecond);
-          f.observed.push_back(std::log1p(gap_minutes));
-          break;
-        }
-        case PastTarget: f.observed.push_back(y); break;
-        default: f.observed.push_back(0.0); break;  // a calendar input is known, not observed: refused earlier
-      }
+    v[0] = r;
+    if (range) v[1] = std::log(s.high[i] / s.low[i]), v[2] = std::log(s.close[i] / s.open[i]);
+    if (volume) v[3] = std::log1p(s.volume[i]);
+    if (gap) {
+      double gap_minutes = static_cast<double>(s.timestamp_ns[i] - s.timestamp_ns[i - 1]) / (60.0 * kNanosPerSecond);
+      v[4] = std::log1p(gap_minutes);
     }
+    v[5] = y;
+    for (uint8_t slot : slots) f.observed.push_back(v[slot]);
     f.target.push_back(y);
     for (const auto& column : s.declared_observed) f.observed.push_back(column[i]);
-    append_calendar_features(clock[i], derived.known, f.known);
+    append_calendar(clock[i], calendar, f.known);
     for (const auto& column : s.declared_known) f.known.push_back(column[i]);
   }
 }

@@ -5,10 +5,10 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "qtft/data/bar_source.h"
-#include "qtft/data/batch.h"
-#include "qtft/data/dataset.h"
-#include "qtft/data/synthetic.h"
+#include "qtft/data/bars/bar_source.h"
+#include "qtft/data/bars/synthetic.h"
+#include "qtft/data/features/batch.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/model/tft_options.h"
 
 #include <ATen/ops/randn.h>

@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "qtft/common/format.h"
-#include "qtft/data/arrow_bars.h"
-#include "qtft/data/bars.h"
-#include "qtft/data/dataset.h"
-#include "qtft/data/synthetic.h"
+#include "qtft/data/bars/arrow_bars.h"
+#include "qtft/data/bars/bars.h"
+#include "qtft/data/bars/synthetic.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/io/atomic_file.h"
 
 namespace {

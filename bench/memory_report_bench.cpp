@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "qtft/artifact/model_loading.h"
-#include "qtft/data/batch.h"
+#include "qtft/data/features/batch.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/model/model_building.h"

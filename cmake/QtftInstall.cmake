@@ -10,7 +10,8 @@ include(CMakePackageConfigHelpers)
 # qtft::core for the LibTorch-free data and I/O alone.
 set(qtft_installed_libraries qtft qtft_core qtft_tensors)
 foreach(area IN LISTS QTFT_AREAS)
-  list(APPEND qtft_installed_libraries qtft_${area})
+  string(REPLACE "/" "_" library "${area}")  # data/bars: qtft_data_bars
+  list(APPEND qtft_installed_libraries qtft_${library})
 endforeach()
 foreach(library IN LISTS qtft_installed_libraries)
   string(REGEX REPLACE "^qtft_" "" export_name "${library}")

@@ -7,7 +7,7 @@
 #include "data_flags.h"
 #include "interrupt.h"
 #include "qtft/artifact/model_loading.h"
-#include "qtft/data/bar_source.h"
+#include "qtft/data/bars/bar_source.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/model/model_building.h"
 #include "qtft/train/compare_accuracy.h"

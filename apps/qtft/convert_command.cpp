@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "data_flags.h"
 #include "qtft/common/error.h"
-#include "qtft/data/arrow_bars.h"
+#include "qtft/data/bars/arrow_bars.h"
 #include "run_flags.h"
 
 namespace qtft::cli {

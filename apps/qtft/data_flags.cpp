@@ -5,7 +5,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
-#include "qtft/data/local_time.h"
+#include "qtft/data/bars/local_time.h"
 
 namespace qtft::cli {
 

@@ -1,8 +1,8 @@
 #pragma once
 
-#include "qtft/data/bar_source.h"
-#include "qtft/data/dataset.h"
-#include "qtft/data/feature_store.h"
+#include "qtft/data/bars/bar_source.h"
+#include "qtft/data/features/dataset.h"
+#include "qtft/data/store/feature_store.h"
 
 namespace CLI {
 class App;

@@ -4,9 +4,9 @@
 
 #include "commands.h"
 #include "qtft/common/error.h"
-#include "qtft/data/bars.h"
-#include "qtft/data/parquet_dataset.h"
-#include "qtft/data/synthetic.h"
+#include "qtft/data/bars/bars.h"
+#include "qtft/data/bars/parquet_dataset.h"
+#include "qtft/data/bars/synthetic.h"
 #include "qtft/io/atomic_file.h"
 #include "run_flags.h"
 

@@ -5,7 +5,7 @@
 
 #include "data_flags.h"
 #include "qtft/artifact/model_loading.h"
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "run_flags.h"
 
 namespace CLI {

@@ -8,8 +8,8 @@
 #include "data_flags.h"
 #include "qtft/artifact/model_file.h"
 #include "qtft/common/error.h"
-#include "qtft/data/dataset_summary.h"
-#include "qtft/data/feature_store.h"
+#include "qtft/data/features/dataset_summary.h"
+#include "qtft/data/store/feature_store.h"
 
 namespace qtft::cli {
 

@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "model_run.h"
 #include "qtft/common/error.h"
-#include "qtft/data/bar_source.h"
+#include "qtft/data/bars/bar_source.h"
 #include "qtft/infer/backtest_report.h"
 #include "qtft/infer/model_report.h"
 #include "qtft/io/atomic_file.h"

@@ -10,8 +10,8 @@
 
 #include "data_flags.h"
 #include "qtft/common/format.h"
-#include "qtft/data/bar_source.h"
-#include "qtft/data/dataset_summary.h"
+#include "qtft/data/bars/bar_source.h"
+#include "qtft/data/features/dataset_summary.h"
 #include "qtft/model/model_building.h"
 #include "qtft/model/tft_options.h"
 #include "qtft/quant/observers.h"

@@ -2,7 +2,7 @@
 // one of every series in a Parquet or CSV file of recent bars, as `qtft forecast` does.
 // It includes only qtft's serving headers, which need no LibTorch headers.
 #include <qtft/common/error.h>
-#include <qtft/data/bars.h>
+#include <qtft/data/bars/bars.h>
 #include <qtft/infer/forecast_report.h>
 #include <qtft/infer/forecaster.h>
 #include <qtft/version.h>

@@ -12,8 +12,8 @@
 #include "qtft/artifact/int8_file.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
-#include "qtft/data/dataset.h"
-#include "qtft/data/detail/feature_spec_json.h"
+#include "qtft/data/features/dataset.h"
+#include "qtft/data/features/detail/feature_spec_json.h"
 #include "qtft/io/tensor_file.h"
 #include "qtft/quant/observers.h"
 

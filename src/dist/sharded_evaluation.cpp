@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "qtft/data/batch.h"
+#include "qtft/data/features/batch.h"
 #include "qtft/eval/window_units.h"
 
 namespace qtft::dist {

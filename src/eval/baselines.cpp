@@ -12,7 +12,7 @@
 #include <numeric>
 
 #include "qtft/common/error.h"
-#include "qtft/data/batch.h"
+#include "qtft/data/features/batch.h"
 #include "qtft/eval/quantile_loss.h"
 #include "qtft/eval/window_units.h"
 

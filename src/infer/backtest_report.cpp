@@ -10,7 +10,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
-#include "qtft/data/backtest_forecasts.h"
+#include "qtft/data/bars/backtest_forecasts.h"
 #include "qtft/infer/detail/report_page.h"
 #include "qtft/infer/detail/svg_chart.h"
 #include "qtft/io/atomic_file.h"

@@ -10,8 +10,8 @@
 #include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
-#include "qtft/data/batch.h"
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/batch.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/infer/forecast.h"
 
 namespace qtft::infer {

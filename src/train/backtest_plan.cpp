@@ -7,7 +7,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
-#include "qtft/data/detail/feature_spec_json.h"
+#include "qtft/data/features/detail/feature_spec_json.h"
 #include "qtft/model/tft_options.h"
 #include "qtft/train/backtest.h"
 

@@ -4,8 +4,8 @@
 
 #include <span>
 
-#include "qtft/data/batch.h"
-#include "qtft/data/batch_order.h"
+#include "qtft/data/features/batch.h"
+#include "qtft/data/features/batch_order.h"
 #include "qtft/quant/observers.h"
 
 namespace qtft::train {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "qtft/common/error.h"
-#include "qtft/data/batch_order.h"
+#include "qtft/data/features/batch_order.h"
 #include "qtft/eval/quantile_loss.h"
 
 namespace qtft::train {

@@ -11,8 +11,8 @@
 
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
-#include "qtft/data/batch.h"
-#include "qtft/data/batch_order.h"
+#include "qtft/data/features/batch.h"
+#include "qtft/data/features/batch_order.h"
 #include "qtft/dist/ranks.h"
 #include "qtft/memory/autocast.h"
 #include "qtft/memory/device_settings.h"

@@ -14,7 +14,7 @@
 #include "qtft/artifact/model_file.h"
 #include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/infer/forecaster.h"
 #include "qtft/io/tensor_file.h"
 #include "qtft/model/model_building.h"

@@ -7,7 +7,7 @@
 
 #include "qtft/artifact/model_file.h"
 #include "qtft/artifact/model_loading.h"
-#include "qtft/data/batch.h"
+#include "qtft/data/features/batch.h"
 #include "qtft/io/safetensors.h"
 #include "qtft/memory/rng_state.h"
 #include "qtft/model/model_building.h"

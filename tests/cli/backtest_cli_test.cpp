@@ -8,8 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "qtft/data/backtest_forecasts.h"
-#include "qtft/data/bars.h"
+#include "qtft/data/bars/backtest_forecasts.h"
+#include "qtft/data/bars/bars.h"
 #include "support/bar_files.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"

@@ -9,7 +9,7 @@
 
 #include "qtft/artifact/model_file.h"
 #include "qtft/common/format.h"
-#include "qtft/data/bars.h"
+#include "qtft/data/bars/bars.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
 

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "qtft/data/backtest_forecasts.h"
+#include "qtft/data/bars/backtest_forecasts.h"
 #include "support/temp_dir.h"
 
 namespace qtft::data {

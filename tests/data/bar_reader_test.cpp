@@ -4,8 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "qtft/data/arrow_bars.h"
-#include "qtft/data/bars.h"
+#include "qtft/data/bars/arrow_bars.h"
+#include "qtft/data/bars/bars.h"
 #include "support/bar_files.h"
 #include "support/temp_dir.h"
 

@@ -5,8 +5,8 @@
 #include <numeric>
 
 #include "qtft/common/error.h"
-#include "qtft/data/batch.h"
-#include "qtft/data/batch_order.h"
+#include "qtft/data/features/batch.h"
+#include "qtft/data/features/batch_order.h"
 #include "support/bar_files.h"
 
 namespace qtft::data {

@@ -9,11 +9,11 @@
 #include <sstream>
 
 #include "qtft/common/format.h"
-#include "qtft/data/bar_source.h"
-#include "qtft/data/dataset_summary.h"
-#include "qtft/data/detail/feature_spec_json.h"
-#include "qtft/data/feature_store.h"
-#include "qtft/data/parquet_dataset.h"
+#include "qtft/data/bars/bar_source.h"
+#include "qtft/data/bars/parquet_dataset.h"
+#include "qtft/data/features/dataset_summary.h"
+#include "qtft/data/features/detail/feature_spec_json.h"
+#include "qtft/data/store/feature_store.h"
 #include "support/temp_dir.h"
 
 namespace qtft::data {

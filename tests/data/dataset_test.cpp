@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "qtft/common/error.h"
-#include "qtft/data/dataset.h"
-#include "qtft/data/detail/features.h"
+#include "qtft/data/features/dataset.h"
+#include "qtft/data/features/detail/features.h"
 #include "support/bar_files.h"
 #include "support/temp_dir.h"
 

@@ -13,14 +13,14 @@
 #include <sstream>
 
 #include "qtft/common/format.h"
-#include "qtft/data/arrow_bars.h"
-#include "qtft/data/bar_source.h"
-#include "qtft/data/dataset_summary.h"
-#include "qtft/data/detail/feature_spec_json.h"
-#include "qtft/data/feature_store.h"
-#include "qtft/data/input_declaration.h"
-#include "qtft/data/parquet_dataset.h"
-#include "qtft/data/synthetic.h"
+#include "qtft/data/bars/arrow_bars.h"
+#include "qtft/data/bars/bar_source.h"
+#include "qtft/data/bars/input_declaration.h"
+#include "qtft/data/bars/parquet_dataset.h"
+#include "qtft/data/bars/synthetic.h"
+#include "qtft/data/features/dataset_summary.h"
+#include "qtft/data/features/detail/feature_spec_json.h"
+#include "qtft/data/store/feature_store.h"
 #include "support/temp_dir.h"
 #include "support/tiny_windows.h"
 

@@ -11,13 +11,13 @@
 #include <fstream>
 #include <iterator>
 
-#include "qtft/data/arrow_bars.h"
-#include "qtft/data/bar_source.h"
-#include "qtft/data/detail/feature_spec_json.h"
-#include "qtft/data/detail/feature_store_parts.h"
-#include "qtft/data/feature_store.h"
-#include "qtft/data/parquet_dataset.h"
-#include "qtft/data/synthetic.h"
+#include "qtft/data/bars/arrow_bars.h"
+#include "qtft/data/bars/bar_source.h"
+#include "qtft/data/bars/parquet_dataset.h"
+#include "qtft/data/bars/synthetic.h"
+#include "qtft/data/features/detail/feature_spec_json.h"
+#include "qtft/data/store/detail/feature_store_parts.h"
+#include "qtft/data/store/feature_store.h"
 #include "support/bar_files.h"
 #include "support/temp_dir.h"
 

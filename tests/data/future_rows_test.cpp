@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "qtft/common/format.h"
-#include "qtft/data/bars.h"
+#include "qtft/data/bars/bars.h"
 #include "support/temp_dir.h"
 
 namespace qtft::data {

@@ -7,9 +7,9 @@
 
 #include <arrow/table.h>
 
-#include "qtft/data/arrow_bars.h"
-#include "qtft/data/bar_source.h"
-#include "qtft/data/synthetic.h"
+#include "qtft/data/bars/arrow_bars.h"
+#include "qtft/data/bars/bar_source.h"
+#include "qtft/data/bars/synthetic.h"
 #include "support/temp_dir.h"
 
 namespace qtft::data {

@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "qtft/data/batch_order.h"
-#include "qtft/data/dataset.h"
-#include "qtft/data/regime_coverage.h"
-#include "qtft/data/synthetic.h"
+#include "qtft/data/bars/synthetic.h"
+#include "qtft/data/features/batch_order.h"
+#include "qtft/data/features/dataset.h"
+#include "qtft/data/features/regime_coverage.h"
 
 namespace qtft::data {
 namespace {

@@ -7,8 +7,8 @@
 
 #include "qtft/common/detail/calendar.h"
 #include "qtft/common/error.h"
-#include "qtft/data/bars.h"
-#include "qtft/data/synthetic.h"
+#include "qtft/data/bars/bars.h"
+#include "qtft/data/bars/synthetic.h"
 #include "support/temp_dir.h"
 
 namespace qtft::data {

@@ -11,10 +11,10 @@
 #include <sstream>
 
 #include "qtft/common/format.h"
-#include "qtft/data/bars.h"
-#include "qtft/data/dataset_summary.h"
-#include "qtft/data/detail/feature_spec_json.h"
-#include "qtft/data/detail/features.h"
+#include "qtft/data/bars/bars.h"
+#include "qtft/data/features/dataset_summary.h"
+#include "qtft/data/features/detail/feature_spec_json.h"
+#include "qtft/data/features/detail/features.h"
 #include "support/temp_dir.h"
 #include "support/tiny_windows.h"
 

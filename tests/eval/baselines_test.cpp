@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "qtft/common/error.h"
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/eval/baselines.h"
 #include "support/bar_files.h"
 #include "support/temp_dir.h"

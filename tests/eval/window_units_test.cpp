@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "qtft/common/format.h"
-#include "qtft/data/bars.h"
+#include "qtft/data/bars/bars.h"
 #include "qtft/eval/baselines.h"
 #include "qtft/eval/window_units.h"
 #include "support/temp_dir.h"

@@ -12,7 +12,7 @@
 #include "memory/bitwise.h"
 #include "qtft/artifact/model_loading.h"
 #include "qtft/common/cpu_features.h"
-#include "qtft/data/batch.h"
+#include "qtft/data/features/batch.h"
 #include "qtft/memory/checkpoint_policy.h"
 #include "qtft/model/model_building.h"
 #include "qtft/quant/observers.h"

@@ -10,7 +10,7 @@
 
 #include "qtft/artifact/model_file.h"
 #include "qtft/artifact/model_loading.h"
-#include "qtft/data/batch.h"
+#include "qtft/data/features/batch.h"
 #include "qtft/eval/quantile_loss.h"
 #include "qtft/model/model_building.h"
 #include "qtft/quant/observers.h"

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "qtft/data/bars.h"
+#include "qtft/data/bars/bars.h"
 
 namespace qtft::test {
 

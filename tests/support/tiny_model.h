@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/model/tft.h"
 #include "qtft/train/train_options.h"
 

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 
 namespace qtft::test {
 

@@ -10,8 +10,8 @@
 #include <fstream>
 
 #include "qtft/common/error.h"
-#include "qtft/data/backtest_forecasts.h"
-#include "qtft/data/bars.h"
+#include "qtft/data/bars/backtest_forecasts.h"
+#include "qtft/data/bars/bars.h"
 #include "support/bar_files.h"
 #include "support/temp_dir.h"
 #include "support/thrown.h"

@@ -10,7 +10,7 @@
 #include "memory/bitwise.h"
 #include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
-#include "qtft/data/batch.h"
+#include "qtft/data/features/batch.h"
 #include "qtft/memory/memory_tracker.h"
 #include "qtft/model/model_building.h"
 #include "qtft/train/step_memory.h"

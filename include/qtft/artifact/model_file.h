@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/model/tft_options.h"
 #include "qtft/quant/int8_linear.h"
 

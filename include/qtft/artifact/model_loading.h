@@ -8,7 +8,7 @@
 #include "qtft/artifact/int8_kernels.h"
 #include "qtft/artifact/model_file.h"
 #include "qtft/common/device_choice.h"
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/model/tft.h"
 
 namespace qtft::artifact {

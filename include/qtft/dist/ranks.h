@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/model/tft.h"
 #include "qtft/quant/observer_update.h"

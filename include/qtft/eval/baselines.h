@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/eval/metrics.h"
 
 namespace qtft::eval {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "qtft/artifact/model_loading.h"
-#include "qtft/data/bars.h"
+#include "qtft/data/bars/bars.h"
 #include "qtft/eval/baselines.h"
 #include "qtft/eval/desk_metrics.h"
 #include "qtft/eval/metrics.h"

@@ -6,8 +6,8 @@
 #include <optional>
 #include <span>
 
-#include "qtft/data/batch.h"
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/batch.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/eval/desk_metrics.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/eval/window_units.h"

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/model/tft.h"
 
 namespace qtft::eval {

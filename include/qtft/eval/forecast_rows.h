@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "qtft/data/backtest_forecasts.h"
-#include "qtft/data/batch.h"
-#include "qtft/data/dataset.h"
+#include "qtft/data/bars/backtest_forecasts.h"
+#include "qtft/data/features/batch.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/model/tft.h"
 
 namespace qtft::eval {

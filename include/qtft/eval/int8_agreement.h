@@ -7,7 +7,7 @@
 #include <string>
 
 #include "qtft/artifact/model_loading.h"
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/model/tft.h"
 

@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <span>
 
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/eval/metrics.h"
 
 namespace qtft::eval {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/eval/explanation.h"
 #include "qtft/model/tft.h"
 

@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "qtft/data/batch.h"
-#include "qtft/data/dataset.h"
-#include "qtft/data/forecast_table.h"
+#include "qtft/data/bars/forecast_table.h"
+#include "qtft/data/features/batch.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/model/tft.h"
 
 namespace qtft::infer {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "qtft/data/forecast_table.h"
+#include "qtft/data/bars/forecast_table.h"
 #include "qtft/infer/forecaster.h"
 
 namespace qtft::infer {

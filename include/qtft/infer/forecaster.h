@@ -14,8 +14,8 @@
 #include "qtft/artifact/int8_kernels.h"
 #include "qtft/common/device_choice.h"
 #include "qtft/common/precision.h"
-#include "qtft/data/bars.h"
-#include "qtft/data/unknown_level.h"
+#include "qtft/data/bars/bars.h"
+#include "qtft/data/features/unknown_level.h"
 
 namespace qtft::infer {
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "qtft/artifact/model_loading.h"
-#include "qtft/data/backtest_forecasts.h"
-#include "qtft/data/dataset.h"
+#include "qtft/data/bars/backtest_forecasts.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/eval/desk_metrics.h"
 #include "qtft/eval/explanation.h"
 #include "qtft/eval/metrics.h"

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/model/tft.h"
 
 namespace qtft::model {

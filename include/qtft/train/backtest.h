@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "qtft/artifact/int8_kernels.h"
-#include "qtft/data/bar_source.h"
+#include "qtft/data/bars/bar_source.h"
 #include "qtft/eval/desk_metrics.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/train/progress.h"

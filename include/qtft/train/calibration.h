@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "qtft/common/error.h"
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/dist/ranks.h"
 #include "qtft/model/tft.h"
 #include "qtft/quant/observer_update.h"

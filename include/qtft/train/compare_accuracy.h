@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/eval/desk_metrics.h"
 #include "qtft/eval/int8_agreement.h"
 #include "qtft/eval/metrics.h"

@@ -4,7 +4,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
-#include "qtft/data/bars.h"
+#include "qtft/data/bars/bars.h"
 
 namespace qtft::train {
 

@@ -16,8 +16,8 @@
 
 #include "qtft/artifact/model_file.h"
 #include "qtft/common/device_choice.h"
-#include "qtft/data/bar_source.h"
-#include "qtft/data/regime_coverage.h"
+#include "qtft/data/bars/bar_source.h"
+#include "qtft/data/features/regime_coverage.h"
 #include "qtft/dist/collective.h"
 #include "qtft/eval/baselines.h"
 #include "qtft/train/progress.h"

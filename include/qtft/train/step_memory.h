@@ -6,7 +6,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
-#include "qtft/data/batch.h"
+#include "qtft/data/features/batch.h"
 #include "qtft/memory/checkpoint_policy.h"
 #include "qtft/model/tft_options.h"
 #include "qtft/train/train_options.h"

@@ -5,7 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-#include "qtft/data/batch.h"
+#include "qtft/data/features/batch.h"
 #include "qtft/model/tft.h"
 #include "qtft/train/train_options.h"
 

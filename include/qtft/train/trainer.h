@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "qtft/artifact/model_file.h"
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/dist/ranks.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/memory/rng_state.h"

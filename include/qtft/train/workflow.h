@@ -15,10 +15,10 @@
 #include <string>
 
 #include "qtft/artifact/model_file.h"
-#include "qtft/data/bar_source.h"
-#include "qtft/data/dataset.h"
-#include "qtft/data/feature_store.h"
-#include "qtft/data/regime_coverage.h"
+#include "qtft/data/bars/bar_source.h"
+#include "qtft/data/features/dataset.h"
+#include "qtft/data/features/regime_coverage.h"
+#include "qtft/data/store/feature_store.h"
 #include "qtft/eval/baselines.h"
 #include "qtft/model/tft.h"
 #include "qtft/train/qat_recipe.h"

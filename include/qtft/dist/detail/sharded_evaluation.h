@@ -6,7 +6,7 @@
 #include <functional>
 #include <optional>
 
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/dist/collective.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/model/tft.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "qtft/data/backtest_forecasts.h"
+#include "qtft/data/bars/backtest_forecasts.h"
 
 namespace qtft::infer::detail {
 

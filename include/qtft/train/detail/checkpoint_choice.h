@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "qtft/data/batch.h"
+#include "qtft/data/features/batch.h"
 #include "qtft/memory/checkpoint_policy.h"
 #include "qtft/model/tft_options.h"
 #include "qtft/train/step_memory.h"

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "qtft/artifact/model_file.h"
-#include "qtft/data/bar_source.h"
-#include "qtft/data/bars.h"
+#include "qtft/data/bars/bar_source.h"
+#include "qtft/data/bars/bars.h"
 
 namespace qtft::train {
 

@@ -1,3 +1,3 @@
 // A fixture for Layering.RefusesAnUpwardInclude, never compiled: eval may not include train.
-#include "qtft/data/dataset.h"
+#include "qtft/data/features/dataset.h"
 #include "qtft/train/workflow.h"

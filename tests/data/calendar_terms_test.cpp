@@ -133,7 +133,12 @@ TEST(CalendarTerms, DailyBarsGetNoTimeOfDayAndADeclarationNamesItsOwn) {
   EXPECT_EQ(known_names(applied.spec()), known_names(fitted.spec()));
   EXPECT_EQ(test::error_message([&] { Dataset::build(declared, test::tiny_windows(), fitted.spec()); }),
             "test bars: the model's calendar is day-of-week,day-of-month,month-of-year but the bars were read for "
-            "--calendar time-of-day");
+            "the calendar time-of-day (--calendar, or an --inputs file's \"calendar\")");
+  // The same terms in another order are the model's calendar.
+  BarSet reordered = daily;
+  reordered.declared.calendar = std::vector{MonthOfYear, DayOfWeek, DayOfMonth};
+  EXPECT_EQ(known_names(Dataset::build(reordered, test::tiny_windows(), fitted.spec()).spec()),
+            known_names(fitted.spec()));
 }
 
 TEST(CalendarTerms, TheFeatureStoreChoosesAsTheBarsInMemoryDo) {
@@ -156,6 +161,8 @@ TEST(CalendarTerms, TheFlagAndTheDeclarationFileNameTerms) {
             "month-of-year; a comma list of terms, or none)");
   EXPECT_EQ(test::error_message([] { parse_calendar("day-of-week,day-of-week", "--calendar"); }),
             "--calendar: 'day-of-week' is named twice");
+  EXPECT_EQ(test::error_message([] { parse_calendar("none,day-of-week", "--calendar"); }),
+            "--calendar: 'none' stands alone, without other terms ('none,day-of-week')");
 
   test::TempDir dir;
   const auto file = dir.write("inputs.json", R"({"observed": ["f_*"], "calendar": ["day-of-week"]})");

@@ -156,6 +156,11 @@ struct LatestGroups {
 LatestGroups groups_of_latest(parquet::arrow::FileReader& reader, const arrow::Schema& schema,
                               const BarReadOptions& options, size_t keep, const std::string& path) {
   const auto& names = options.columns;
+  // Parquet's leaf columns, which ReadRowGroup numbers, are Arrow's fields only when no field
+  // is nested: otherwise the whole file.
+  for (const auto& field : schema.fields()) {
+    if (field->type()->num_fields() > 0) return {};
+  }
   int close = schema.GetFieldIndex(names.close);
   if (close < 0 && names.close == "close") close = schema.GetFieldIndex("price");
   const int symbol = options.symbol.empty() ? schema.GetFieldIndex(names.symbol) : -1;
@@ -252,9 +257,11 @@ BarSet read_latest_bars_parquet(const std::string& path, const BarReadOptions& o
     }
     // The series in the whole file's order (the runs meet them in another order when a
     // series' first groups were skipped); a name the scan does not know stays last.
+    std::unordered_map<std::string, size_t> first_seen;
+    for (size_t k = 0; k < latest.series.size(); ++k) first_seen.emplace(latest.series[k], k);
     auto rank = [&](const BarSeries& s) {
-      const auto it = std::find(latest.series.begin(), latest.series.end(), s.symbol);
-      return it - latest.series.begin();
+      const auto it = first_seen.find(s.symbol);
+      return it == first_seen.end() ? latest.series.size() : it->second;
     };
     std::stable_sort(bars.series.begin(), bars.series.end(),
                      [&](const BarSeries& a, const BarSeries& b) { return rank(a) < rank(b); });

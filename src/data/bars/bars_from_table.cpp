@@ -256,8 +256,8 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
       int64_t prev = series.timestamp_ns.back();
       if (ts[r] <= prev) {
         ts_col.fail_at(row, std::string(ts[r] == prev ? "duplicate" : "unsorted") + " timestamp " + format_utc(ts[r]) +
-                                " for symbol '" + series.symbol + "': row " + std::to_string(last_row[code] + 1) +
-                                " has " + format_utc(prev));
+                                " for symbol '" + series.symbol + "': row " +
+                                std::to_string(first_row + last_row[code] + 1) + " has " + format_utc(prev));
       }
     }
     last_row[code] = row;

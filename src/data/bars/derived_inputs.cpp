@@ -80,6 +80,9 @@ const char* calendar_term_name(CalendarTerm term) { return kTerms[static_cast<si
 std::vector<CalendarTerm> parse_calendar(const std::string& list, const std::string& flag) {
   std::vector<CalendarTerm> terms;
   if (list == "none") return terms;
+  if (list.find("none") != std::string::npos) {
+    throw UsageError(flag + ": 'none' stands alone, without other terms ('" + list + "')");
+  }
   std::string choices = "none";
   for (const auto& [term, name] : kTerms) choices += std::string(", ") + name;
   size_t begin = 0;

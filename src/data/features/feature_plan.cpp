@@ -46,9 +46,15 @@ void check_spec_matches(BarFields fields, const DeclaredColumns& declared, const
     throw Error(source + ": the model's calendar is in " + zone_name(spec.calendar_timezone) +
                 " but the bars were read for " + zone_name(declared.calendar_timezone));
   }
-  if (declared.calendar && *declared.calendar != calendar_of(derived)) {
+  // The terms, whatever their order: the model's order is the one its rows hold.
+  auto sorted = [](std::vector<CalendarTerm> terms) {
+    std::sort(terms.begin(), terms.end());
+    return terms;
+  };
+  if (declared.calendar && sorted(*declared.calendar) != sorted(calendar_of(derived))) {
     throw Error(source + ": the model's calendar is " + calendar_names(calendar_of(derived)) +
-                " but the bars were read for --calendar " + calendar_names(*declared.calendar));
+                " but the bars were read for the calendar " + calendar_names(*declared.calendar) +
+                " (--calendar, or an --inputs file's \"calendar\")");
   }
   if (declared.target != spec.target) {
     throw Error(source + ": the model forecasts " + describe_target(spec.target) + " but the bars were read for " +

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/features/detail/feature_spec_json.h"
@@ -30,12 +31,9 @@ const char* refit_name(Refit refit) {
 }
 
 const char* fold_model_name(FoldModel model) {
-  switch (model) {
-    case FoldModel::Trained: return "train";
-    case FoldModel::Updated: return "update";
-    case FoldModel::Kept: return "none";
-  }
-  return "?";
+  static constexpr EnumNames<FoldModel, 3> kNames{
+      {{FoldModel::Trained, "train"}, {FoldModel::Updated, "update"}, {FoldModel::Kept, "none"}}};
+  return enum_name(kNames, model);
 }
 
 FoldStep parse_fold_step(const std::string& text) {

@@ -5,12 +5,13 @@
 #include <utility>
 
 #include "qtft/common/detail/calendar.h"
+#include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 
 namespace qtft::data {
 namespace {
 
-constexpr std::array<std::pair<DerivedInput, const char*>, 14> kNames{{
+constexpr EnumNames<DerivedInput, 14> kNames{{
     {DerivedInput::LogReturn, "log_return"},
     {DerivedInput::HlRange, "hl_range"},
     {DerivedInput::CloseOpen, "close_open"},
@@ -27,7 +28,7 @@ constexpr std::array<std::pair<DerivedInput, const char*>, 14> kNames{{
     {DerivedInput::MonthOfYearCos, "month_of_year_cos"},
 }};
 
-constexpr std::array<std::pair<CalendarTerm, const char*>, 4> kTerms{{
+constexpr EnumNames<CalendarTerm, 4> kTerms{{
     {CalendarTerm::TimeOfDay, "time-of-day"},
     {CalendarTerm::DayOfWeek, "day-of-week"},
     {CalendarTerm::DayOfMonth, "day-of-month"},
@@ -52,12 +53,7 @@ int spacing_class(int64_t gap_ns) {
 
 }  // namespace
 
-const char* derived_input_name(DerivedInput input) {
-  for (const auto& [value, name] : kNames) {
-    if (value == input) return name;
-  }
-  return "?";
-}
+const char* derived_input_name(DerivedInput input) { return enum_name(kNames, input); }
 
 std::optional<DerivedInput> derived_input_named(std::string_view name) {
   for (const auto& [value, known] : kNames) {
@@ -75,7 +71,7 @@ BarFields fields_read_by(DerivedInput input) {
   return fields;
 }
 
-const char* calendar_term_name(CalendarTerm term) { return kTerms[static_cast<size_t>(term)].second; }
+const char* calendar_term_name(CalendarTerm term) { return enum_name(kTerms, term); }
 
 std::vector<CalendarTerm> parse_calendar(const std::string& list, const std::string& flag) {
   std::vector<CalendarTerm> terms;
@@ -84,7 +80,7 @@ std::vector<CalendarTerm> parse_calendar(const std::string& list, const std::str
     throw UsageError(flag + ": 'none' stands alone, without other terms ('" + list + "')");
   }
   std::string choices = "none";
-  for (const auto& [term, name] : kTerms) choices += std::string(", ") + name;
+  for (const auto& [term, name] : kTerms) choices += ", " + std::string(name);
   size_t begin = 0;
   while (begin <= list.size()) {
     const size_t end = std::min(list.find(',', begin), list.size());

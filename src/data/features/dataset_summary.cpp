@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "qtft/common/format.h"
+#include "qtft/data/features/detail/features.h"
 
 namespace qtft::data {
 namespace {
@@ -82,9 +83,7 @@ std::string summarize_dataset(const Dataset& dataset) {
   // Said when it is not the intraday calendar in UTC that every model had before.
   const auto calendar = calendar_of(derived_inputs_of(spec, "the dataset"));
   if (!spec.calendar_timezone.empty() || calendar != calendar_for_spacing(0)) {
-    std::string terms;
-    for (CalendarTerm term : calendar) terms += (terms.empty() ? "" : ", ") + std::string(calendar_term_name(term));
-    out += "  calendar: " + (terms.empty() ? std::string("none") : terms) + " in " +
+    out += "  calendar: " + calendar_list(calendar, ", ") + " in " +
            (spec.calendar_timezone.empty() ? std::string("UTC") : spec.calendar_timezone) + "\n";
   }
   const auto& notes = dataset.notes();

@@ -23,12 +23,6 @@ std::string describe_target(const TargetDeclaration& t) {
 
 std::string zone_name(const std::string& zone) { return zone.empty() ? "UTC (no --calendar-timezone)" : zone; }
 
-std::string calendar_names(const std::vector<CalendarTerm>& terms) {
-  std::string out;
-  for (CalendarTerm term : terms) out += (out.empty() ? "" : ",") + std::string(calendar_term_name(term));
-  return out.empty() ? "none" : out;
-}
-
 void check_spec_matches(BarFields fields, const DeclaredColumns& declared, const std::string& source,
                         const FeatureSpec& spec) {
   const DerivedInputs derived = derived_inputs_of(spec, source + ": the model");
@@ -52,8 +46,8 @@ void check_spec_matches(BarFields fields, const DeclaredColumns& declared, const
     return terms;
   };
   if (declared.calendar && sorted(*declared.calendar) != sorted(calendar_of(derived))) {
-    throw Error(source + ": the model's calendar is " + calendar_names(calendar_of(derived)) +
-                " but the bars were read for the calendar " + calendar_names(*declared.calendar) +
+    throw Error(source + ": the model's calendar is " + calendar_list(calendar_of(derived), ",") +
+                " but the bars were read for the calendar " + calendar_list(*declared.calendar, ",") +
                 " (--calendar, or an --inputs file's \"calendar\")");
   }
   if (declared.target != spec.target) {

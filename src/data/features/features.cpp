@@ -11,53 +11,42 @@
 
 namespace qtft::data {
 
-namespace {
-
-// What a row computes, resolved once from the producers rather than per value: which values,
-// and the order the row holds them in (each an index into the values computed). Values
-// are computed by the same expressions as ever, so the bits do not depend on the order.
-struct CalendarPlan {
-  bool day = false, week = false, date = false;
-  std::vector<uint8_t> slots;  // DerivedInput - TimeOfDaySin, per known derived input
-};
-CalendarPlan calendar_plan(const std::vector<DerivedInput>& known) {
-  CalendarPlan p;
+CalendarFeatures::CalendarFeatures(const std::vector<DerivedInput>& known) {
   for (DerivedInput input : known) {
     if (!is_calendar_input(input)) continue;  // not a function of the time
     const auto slot = static_cast<uint8_t>(static_cast<int>(input) - static_cast<int>(DerivedInput::TimeOfDaySin));
-    p.day |= slot < 2;
-    p.week |= slot == 2 || slot == 3;
-    p.date |= slot >= 4;
-    p.slots.push_back(slot);
+    day_ |= slot < 2;
+    week_ |= slot == 2 || slot == 3;
+    date_ |= slot >= 4;
+    slots_.push_back(slot);
   }
-  return p;
 }
 
-void append_calendar(int64_t t, const CalendarPlan& p, std::vector<double>& out) {
+void CalendarFeatures::append(int64_t t, std::vector<double>& out) const {
   constexpr double two_pi = 2.0 * std::numbers::pi;
   double v[8];
-  if (p.day) {
+  if (day_) {
     const double day_phase = two_pi * static_cast<double>(seconds_of_day(t)) / kSecondsPerDay;
     v[0] = std::sin(day_phase), v[1] = std::cos(day_phase);
   }
-  if (p.week) {
+  if (week_) {
     const double week_phase = two_pi * day_of_week(t) / 7.0;
     v[2] = std::sin(week_phase), v[3] = std::cos(week_phase);
   }
-  if (p.date) {
+  if (date_) {
     const CivilDate date = civil_date(t);
     const double month_phase = two_pi * (date.day - 1) / date.days_in_month;
     const double year_phase = two_pi * (date.month - 1) / 12.0;
     v[4] = std::sin(month_phase), v[5] = std::cos(month_phase);
     v[6] = std::sin(year_phase), v[7] = std::cos(year_phase);
   }
-  for (uint8_t slot : p.slots) out.push_back(v[slot]);
+  for (uint8_t slot : slots_) out.push_back(v[slot]);
 }
 
-}  // namespace
-
-void append_calendar_features(int64_t t, const std::vector<DerivedInput>& known, std::vector<double>& out) {
-  append_calendar(t, calendar_plan(known), out);
+std::string calendar_list(const std::vector<CalendarTerm>& terms, const char* separator) {
+  std::string out;
+  for (CalendarTerm term : terms) out += (out.empty() ? "" : separator) + std::string(calendar_term_name(term));
+  return out.empty() ? "none" : out;
 }
 
 double transformed_target(TargetTransform transform, const double* level, size_t i) {
@@ -129,7 +118,7 @@ void compute_raw_features(const BarSeries& s, const DerivedInputs& derived, cons
     volume |= input == DerivedInput::LogVolume;
     gap |= input == DerivedInput::BarGap;
   }
-  const CalendarPlan calendar = calendar_plan(derived.known);
+  const CalendarFeatures calendar(derived.known);
   double v[6] = {0, 0, 0, 0, 0, 0};
   for (size_t i = 1; i < s.size(); ++i) {
     const double r = std::log(s.close[i] / s.close[i - 1]);
@@ -146,7 +135,7 @@ void compute_raw_features(const BarSeries& s, const DerivedInputs& derived, cons
     for (uint8_t slot : slots) f.observed.push_back(v[slot]);
     f.target.push_back(y);
     for (const auto& column : s.declared_observed) f.observed.push_back(column[i]);
-    append_calendar(clock[i], calendar, f.known);
+    calendar.append(clock[i], f.known);
     for (const auto& column : s.declared_known) f.known.push_back(column[i]);
   }
 }

@@ -183,12 +183,12 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
   }
   std::vector<int64_t> wall_clock;
   local_wall_clock(timestamps_ns, spec.calendar_timezone, wall_clock);
-  const auto calendar = calendar_inputs_of(spec, "the feature spec");
+  const CalendarFeatures calendar(calendar_inputs_of(spec, "the feature spec"));
   std::vector<double> raw;
   raw.reserve(timestamps_ns.size() * spec.known.size());
   // The layout of compute_raw_features: the calendar terms, then the declared columns.
   for (size_t i = 0; i < wall_clock.size(); ++i) {
-    append_calendar_features(wall_clock[i], calendar, raw);
+    calendar.append(wall_clock[i], raw);
     for (size_t c = 0; c < declared.size(); ++c) raw.push_back(declared_known[c][i]);
   }
   std::vector<float> out;

@@ -36,8 +36,19 @@ const std::vector<std::string>& series_levels(const std::vector<std::vector<std:
                                               const std::string& symbol, const std::string& column);
 // The value of the transformed target at bar i >= 1 of `level` (the target column's values).
 double transformed_target(TargetTransform transform, const double* level, size_t i);
-// The calendar inputs among `known` of a bar at `wall_clock_ns` (local_wall_clock's, UTC's
-// for an empty zone), in their order, appended.
-void append_calendar_features(int64_t wall_clock_ns, const std::vector<DerivedInput>& known, std::vector<double>& out);
+// The calendar inputs among `known`, resolved once rather than per value: append() pushes
+// those of a bar at `wall_clock_ns` (local_wall_clock's, UTC's for an empty zone), in their
+// order. Each phase is computed once per bar, by the same expressions whatever the order.
+class CalendarFeatures {
+ public:
+  explicit CalendarFeatures(const std::vector<DerivedInput>& known);
+  void append(int64_t wall_clock_ns, std::vector<double>& out) const;
+
+ private:
+  bool day_ = false, week_ = false, date_ = false;
+  std::vector<uint8_t> slots_;  // DerivedInput - TimeOfDaySin, per calendar input
+};
+// The terms by name joined by `separator` ("day-of-week,month-of-year"); "none" for none.
+std::string calendar_list(const std::vector<CalendarTerm>& terms, const char* separator);
 
 }  // namespace qtft::data

@@ -77,7 +77,7 @@ std::filesystem::path save_model(const qtft::bench::TftConfig& c, const Variant&
   if (variant.qat) qtft::train::calibrate_observers(model, dataset, 2, 64, 1, c10::Device(c10::kCPU));
   const auto path = dir / (std::string(c.name) + "-" + variant.name + ".safetensors");
   qtft::artifact::save_model_file(
-      path, {options, dataset.spec(), dataset.options(), qtft::artifact::named_weights(*model), std::nullopt});
+      path, {options, dataset.schema(), dataset.options(), qtft::artifact::named_weights(*model), std::nullopt});
   if (!variant.int8_file) return path;
   const auto int8_path = dir / (std::string(c.name) + "-" + variant.name + ".int8.safetensors");
   qtft::artifact::export_int8_file(qtft::artifact::load_model_file(path), path.string(), int8_path);

@@ -71,7 +71,7 @@ void run_compare_accuracy(const TrainFlags& f) {
                        {"calibration_batches", f.qat.calibration_batches},
                        {"qat_live_epochs", f.qat.live_epochs},
                        {"data", data::describe_source(source)}}},
-                     {"models", train::to_json(rows, shared_dataset->spec().symbols)}};
+                     {"models", train::to_json(rows, shared_dataset->schema().symbols)}};
     io::write_file_atomically(f.metrics_json, j.dump(2) + "\n");
   }
 }

@@ -69,7 +69,7 @@ void add_evaluate_command(CLI::App& app) {
                        {"model", eval::to_json(metrics)},
                        {"baseline_" + prefix + "_loss", baselines.best().loss},
                        {"baselines", eval::to_json(baselines)},
-                       {"desk", eval::to_json(evaluation.desk, run.dataset.spec().symbols)},
+                       {"desk", eval::to_json(evaluation.desk, run.dataset.schema().symbols)},
                        {"unknown_category_rows", run.dataset.notes().unknown_category_rows}};
       io::write_file_atomically(flags->metrics_json, j.dump(2) + "\n");
     }

@@ -50,7 +50,7 @@ void add_predict_command(CLI::App& app) {
       const nlohmann::json j{{"split", data::split_name(run.split)},
                              {"windows", run.dataset.num_windows(run.split)},
                              {"model", eval::to_json(evaluation.metrics)},
-                             {"desk", eval::to_json(evaluation.desk, run.dataset.spec().symbols)}};
+                             {"desk", eval::to_json(evaluation.desk, run.dataset.schema().symbols)}};
       io::write_file_atomically(flags->metrics_json, j.dump(2) + "\n");
     }
   });

@@ -13,7 +13,7 @@
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/features/dataset.h"
-#include "qtft/data/features/detail/feature_spec_json.h"
+#include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/io/tensor_file.h"
 #include "qtft/quant/observers.h"
 
@@ -151,7 +151,7 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
          std::to_string(spec.statics.size()) + " static inputs");
   }
   // Each kind's categoricals follow its reals, one embedding of its vocabulary's rows each.
-  auto check_categories = [&](const std::vector<data::FeatureStats>& stats, const std::vector<int64_t>& rows,
+  auto check_categories = [&](const std::vector<data::SchemaInput>& stats, const std::vector<int64_t>& rows,
                               const char* kind) {
     std::vector<int64_t> listed;
     for (size_t i = 0; i < stats.size(); ++i) {
@@ -172,7 +172,7 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
     if (name.empty()) fail("qtft.features lists an empty symbol name");
     if (!symbols.insert(name).second) fail("qtft.features lists the symbol '" + name + "' twice");
   }
-  auto check_stats = [&](const std::vector<data::FeatureStats>& stats, const char* kind) {
+  auto check_stats = [&](const std::vector<data::SchemaInput>& stats, const char* kind) {
     for (const auto& f : stats) {
       if (!std::isfinite(f.mean) || !std::isfinite(f.std) || !(f.std > 0)) {
         fail(std::string("qtft.features: ") + kind + " input '" + f.name + "' has mean " + format_number(f.mean) +
@@ -180,7 +180,6 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
       }
     }
   };
-  data::check_feature_names(spec, source + ": qtft.features: the model");
   check_stats(spec.observed, "observed");
   check_stats(spec.known, "known");
   check_stats(spec.statics, "static");
@@ -241,7 +240,7 @@ ModelFile load_model_file(const std::filesystem::path& path) {
     }
   };
   ModelFile file{
-      parsed("qtft.config", model::tft_options_from_json), parsed("qtft.features", data::feature_spec_from_json),
+      parsed("qtft.config", model::tft_options_from_json), parsed("qtft.features", data::input_schema_from_json),
       parsed("qtft.dataset", data::dataset_options_from_json), take_prefixed(in, kModelWeightPrefix), std::nullopt};
   if (int8) {
     if (!file.options.use_qat() || file.options.weight_bits() != int8_bits) {

@@ -30,7 +30,7 @@ DriftCheck check(const std::string& name, artifact::LoadedModel& model, const da
                                       options.cost_bps);
   c.model = evaluation.metrics;
   c.desk = std::move(evaluation.desk);
-  c.symbols = dataset.spec().symbols;
+  c.symbols = dataset.schema().symbols;
   c.baselines = evaluate_baselines(dataset, data::Split::Validation, model.model->options().quantiles());
   c.change_pct = 100.0 * (c.model.loss - recorded) / recorded;
   if (c.model.loss >= c.baselines.best().loss) {

@@ -20,7 +20,7 @@ Weights label(const std::vector<std::string>& names, const at::Tensor& sums, dou
 
 }  // namespace
 
-ExplanationAccumulator::ExplanationAccumulator(const data::FeatureSpec& spec, const data::DatasetOptions& options)
+ExplanationAccumulator::ExplanationAccumulator(const data::InputSchema& spec, const data::DatasetOptions& options)
     : encoder_length_(options.encoder_length), horizon_(options.horizon) {
   statics_.push_back("symbol");
   for (const auto& s : spec.statics) statics_.push_back(s.name);

@@ -15,7 +15,7 @@ WindowUnits target_units_of(const data::Dataset& dataset, std::span<const data::
   units.center.reserve(windows.size());
   for (const auto& window : windows) {
     const auto& series = dataset.series()[window.series];
-    const auto scaling = data::target_scaling_of(dataset.spec(), series.symbol_id);
+    const auto scaling = data::target_scaling_of(dataset.schema(), series.symbol_id);
     units.scale.push_back(scaling.scale);
     units.center.push_back(scaling.center);
   }

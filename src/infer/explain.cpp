@@ -33,7 +33,7 @@ void table(std::string& out, const char* title, const Weights& rows, size_t of =
 
 Explanation explain_model(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
                           size_t batch_size, c10::Device device) {
-  eval::ExplanationAccumulator explanation(dataset.spec(), dataset.options());
+  eval::ExplanationAccumulator explanation(dataset.schema(), dataset.options());
   eval::for_each_forecast(model, dataset, split, batch_size, device,
                           [&](const data::Batch&, const model::TftOutput& out) { explanation.add(out); });
   return explanation.result();

@@ -6,9 +6,9 @@
 
 namespace qtft::infer {
 
-TargetUnits target_units(const data::FeatureSpec& spec, int64_t symbol_id) {
+TargetUnits target_units(const data::InputSchema& spec, int64_t symbol_id) {
   const auto scaling = data::target_scaling_of(spec, symbol_id);
-  return {spec.target.transform, scaling.center, scaling.scale};
+  return {spec.target().transform, scaling.center, scaling.scale};
 }
 
 void to_original_units(const double* scaled, int64_t horizon, int64_t nq, int64_t median, const TargetUnits& units,
@@ -50,7 +50,7 @@ void ForecastTableBuilder::add(const data::Batch& batch, const model::TftOutput&
     const auto& w = batch.windows[static_cast<size_t>(i)];
     const auto& s = dataset_.series()[w.series];
     const int64_t origin = w.start + l - 1;
-    const auto units = target_units(dataset_.spec(), s.symbol_id);
+    const auto units = target_units(dataset_.schema(), s.symbol_id);
     to_original_units(f + i * h * nq, h, nq, median_, units, s.close[origin], returns.data(), prices.data());
     for (int64_t step = 0; step < h; ++step) {
       const int64_t row = origin + 1 + step;

@@ -59,7 +59,7 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
                 std::to_string(need) + " (encoder length " + std::to_string(l) +
                 ", plus the bar before the first for its return and gap)");
   }
-  const data::BarFields needed = data::derived_inputs_of(spec, who + ": the model").fields_read();
+  const data::BarFields needed = spec.derived.fields_read();
   if (needed.has(data::BarField::OpenHighLow) && recent.open.empty()) {
     throw Error(who + ": the model reads open, high and low (inputs hl_range, close_open) but the bars have none");
   }
@@ -246,7 +246,7 @@ int64_t Forecaster::horizon() const { return state_->file.dataset.horizon; }
 int64_t Forecaster::min_bars() const { return encoder_length() + 1; }
 const std::vector<double>& Forecaster::quantiles() const { return state_->file.options.quantiles(); }
 const std::vector<std::string>& Forecaster::symbols() const { return state_->file.features.symbols; }
-data::InputDeclaration Forecaster::inputs() const { return data::declaration_of(state_->file.features); }
+data::InputDeclaration Forecaster::inputs() const { return state_->file.features.declared; }
 ModelKind Forecaster::kind() const {
   if (state_->file.int8_weights) return ModelKind::Int8;
   return state_->file.options.use_qat() ? ModelKind::Qat : ModelKind::Fp32;

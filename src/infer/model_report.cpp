@@ -77,7 +77,7 @@ ModelReport score_model_for_report(artifact::LoadedModel& model, const std::stri
                                    size_t batch_size, c10::Device device, double cost_bps) {
   const auto& options = model.model->options();
   eval::ForecastRows rows(dataset, 0, options.quantiles());
-  eval::ExplanationAccumulator explanation(dataset.spec(), dataset.options());
+  eval::ExplanationAccumulator explanation(dataset.schema(), dataset.options());
   const auto evaluation = eval::evaluate_for_desk(model.model, dataset, split, batch_size, device, cost_bps,
                                                   [&](const data::Batch& batch, const model::TftOutput& out) {
                                                     rows.add(batch, out);
@@ -89,7 +89,7 @@ ModelReport score_model_for_report(artifact::LoadedModel& model, const std::stri
   report.split = data::split_name(split);
   report.metrics = evaluation.metrics;
   report.desk = evaluation.desk;
-  report.symbols = dataset.spec().symbols;
+  report.symbols = dataset.schema().symbols;
   report.explanation = explanation.result();
   report.forecasts = rows.take();
   if (model.file.training) report.training_curve = model.file.training->history;

@@ -7,7 +7,7 @@ namespace qtft::model {
 namespace {
 
 // The embedding rows of each categorical input of a kind, which follow its reals.
-std::vector<int64_t> categories_of(const std::vector<data::FeatureStats>& inputs) {
+std::vector<int64_t> categories_of(const std::vector<data::SchemaInput>& inputs) {
   std::vector<int64_t> rows;
   for (const auto& f : inputs) {
     if (f.categorical) rows.push_back(f.categories());
@@ -18,7 +18,7 @@ std::vector<int64_t> categories_of(const std::vector<data::FeatureStats>& inputs
 }  // namespace
 
 TftOptions model_options_for(const data::Dataset& dataset) {
-  const auto& spec = dataset.spec();
+  const auto& spec = dataset.schema();
   TftOptions options(static_cast<int64_t>(dataset.num_observed()), static_cast<int64_t>(dataset.num_known()),
                      static_cast<int64_t>(spec.symbols.size()), dataset.options().encoder_length,
                      dataset.options().horizon);

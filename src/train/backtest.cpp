@@ -17,7 +17,7 @@
 #include "qtft/common/format.h"
 #include "qtft/data/bars/backtest_forecasts.h"
 #include "qtft/data/features/batch.h"
-#include "qtft/data/features/detail/feature_spec_json.h"
+#include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/data/store/feature_store.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/eval/explanation.h"
@@ -360,7 +360,7 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     // series a fold forecasts millions of rows.
     eval::ForecastRows rows(dataset, static_cast<int32_t>(k), loaded.model->options().quantiles());
     data::BacktestForecastWriter part(part_path(o.output, k).string(), rows.rows().quantiles);
-    eval::ExplanationAccumulator explanation(dataset.spec(), dataset.options());
+    eval::ExplanationAccumulator explanation(dataset.schema(), dataset.options());
     const auto evaluation = eval::evaluate_windows_for_desk(loaded.model, dataset, data::Split::All, windows,
                                                             o.forecast_batch_size, loaded.device, o.cost_bps,
                                                             [&](const data::Batch& batch, const model::TftOutput& out) {
@@ -390,7 +390,7 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
                        {"curve", curve}}},
                      {"model", fs::relative(scored_model, o.output).string()},
                      {"metrics", eval::to_json(result.metrics)},
-                     {"desk", eval::to_json(result.desk, dataset.spec().symbols)},
+                     {"desk", eval::to_json(result.desk, dataset.schema().symbols)},
                      {"explanation", eval::to_json(explanation.result())},
                      {"forecast_seconds", result.forecast_seconds},
                      {"seconds", std::chrono::duration<double>(now - fold_start).count()}};

@@ -8,7 +8,7 @@
 #include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
-#include "qtft/data/features/detail/feature_spec_json.h"
+#include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/model/tft_options.h"
 #include "qtft/train/backtest.h"
 

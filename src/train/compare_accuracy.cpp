@@ -183,7 +183,7 @@ std::vector<ComparedModel> compare_accuracy(const std::shared_ptr<const data::Da
   log("[4/6] int8: the two-phase QAT model exported to an int8 file and run with integer products on the CPU");
   {
     const TemporaryFile file("qtft-compare-int8");
-    const artifact::ModelFile exported{qat_options, dataset.spec(), dataset.options(),
+    const artifact::ModelFile exported{qat_options, dataset.schema(), dataset.options(),
                                        artifact::named_weights(*qat_frozen), std::nullopt};
     artifact::export_int8_file(exported, "the two-phase QAT model", file.path);
     // Integer products run on the CPU, where a deployed int8 file runs them; the QAT model

@@ -10,7 +10,7 @@
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/bars/bar_source.h"
-#include "qtft/data/features/detail/feature_spec_json.h"
+#include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/data/features/regime_coverage.h"
 #include "qtft/dist/detail/data_parallel.h"
 #include "qtft/dist/ranks.h"
@@ -116,7 +116,7 @@ namespace {
 // when it has one (under data parallelism rank 0 builds it while the others wait, then every
 // rank maps the same file: one copy of the data per machine), else in memory.
 data::Dataset open_source_data(const data::BarSource& source, const data::DatasetOptions& options,
-                               const data::FeatureSpec* saved, const TrainingSetup& setup, TrainingEvents& events,
+                               const data::InputSchema* saved, const TrainingSetup& setup, TrainingEvents& events,
                                std::string* store_path = nullptr) {
   if (source.feature_store_folder().empty()) return data::open_dataset(source, options, saved);
   const bool builder = !setup.group || setup.group->rank() == 0;
@@ -155,7 +155,7 @@ std::string too_few_new_bars(const std::vector<artifact::BarsAdded>& added, cons
 // them, and they alone go to a store of their own: an update after a model that validated
 // on millions of bars (a backtest's first) needs no memory for them. `store_path`: that
 // store, which serves no other run.
-data::Dataset open_update_data(const data::BarSource& given, UpdateOrigin& origin, const data::FeatureSpec& spec,
+data::Dataset open_update_data(const data::BarSource& given, UpdateOrigin& origin, const data::InputSchema& spec,
                                const TrainingSetup& setup, TrainingEvents& events, std::string& store_path) {
   const auto source = data::with_model_inputs(given, spec);
   const int64_t context = origin.model_windows.encoder_length + 1;
@@ -390,7 +390,7 @@ artifact::Lineage lineage_of(const PreparedTraining& run) {
 }  // namespace
 
 artifact::ModelFile training_model_file(const PreparedTraining& run) {
-  artifact::ModelFile file{run.model->options(), run.dataset->spec(), run.dataset->options(),
+  artifact::ModelFile file{run.model->options(), run.dataset->schema(), run.dataset->options(),
                            run.trainer->best_weights(), run.trainer->state()};
   // Still in the FP32 phase: --resume finishes it, then goes on to the QAT phase.
   if (run.pending_qat_phase) file.training->config["qat_phase"] = to_json(*run.pending_qat_phase);

@@ -121,7 +121,7 @@ class HostileModelFile : public ::testing::TestWithParam<Mutation> {
     train::Trainer trainer(model, test::shared(d), test::tiny_train_options(), c10::Device(c10::kCPU));
     auto state = trainer.state();
     save_model_file(dir_->file("good.safetensors"),
-                    {test::tiny_model_options(d), d.spec(), d.options(), named_weights(*model), state});
+                    {test::tiny_model_options(d), d.schema(), d.options(), named_weights(*model), state});
     dir_->write("bars.csv", test::regular_bars_csv(400, "S0"));
     dir_->write("recent.csv", test::regular_bars_csv(40, "S0"));
   }

@@ -45,7 +45,8 @@ std::unique_ptr<Exported> export_tiny(int64_t weight_bits, int64_t hidden = 8, i
   train::calibrate_observers(model, e->dataset, 2, 16, 1, kCpu);
   e->qat_path = e->dir.file("qat.safetensors");
   e->int8_path = e->dir.file("model.int8.safetensors");
-  save_model_file(e->qat_path, {options, e->dataset.spec(), e->dataset.options(), named_weights(*model), std::nullopt});
+  save_model_file(e->qat_path,
+                  {options, e->dataset.schema(), e->dataset.options(), named_weights(*model), std::nullopt});
   e->summary = export_int8_file(load_model_file(e->qat_path), e->qat_path, e->int8_path);
   return e;
 }
@@ -167,7 +168,7 @@ TEST(Int8File, IsAtLeastThreeAndAHalfTimesSmallerThanTheFp32Weights) {
   auto fp32 = model::build_model(fp32_options, 7);
   const std::string fp32_path = e->dir.file("fp32.safetensors");
   save_model_file(fp32_path,
-                  {fp32_options, e->dataset.spec(), e->dataset.options(), named_weights(*fp32), std::nullopt});
+                  {fp32_options, e->dataset.schema(), e->dataset.options(), named_weights(*fp32), std::nullopt});
   const double ratio =
       static_cast<double>(std::filesystem::file_size(fp32_path)) / static_cast<double>(e->summary.file_bytes);
   EXPECT_GE(ratio, 3.5) << "FP32 " << std::filesystem::file_size(fp32_path) << " bytes, int8 " << e->summary.file_bytes;
@@ -180,11 +181,11 @@ TEST(Int8File, RefusesModelsWithoutCalibratedQuantization) {
   auto d = test::tiny_dataset();
   auto options = test::tiny_model_options(d);
   const auto out = dir.file("out.int8.safetensors");
-  ModelFile fp32{options, d.spec(), d.options(), named_weights(*model::build_model(options, 1)), std::nullopt};
+  ModelFile fp32{options, d.schema(), d.options(), named_weights(*model::build_model(options, 1)), std::nullopt};
   EXPECT_THAT([&] { export_int8_file(fp32, "fp32.safetensors", out); },
               ::testing::ThrowsMessage<Error>(HasSubstr("fp32.safetensors: not a QAT model")));
   options.use_qat(true);
-  ModelFile fresh{options, d.spec(), d.options(), named_weights(*model::build_model(options, 1)), std::nullopt};
+  ModelFile fresh{options, d.schema(), d.options(), named_weights(*model::build_model(options, 1)), std::nullopt};
   EXPECT_THAT([&] { export_int8_file(fresh, "fresh.safetensors", out); },
               ::testing::ThrowsMessage<Error>(HasSubstr("observers never saw data")));
   EXPECT_FALSE(std::filesystem::exists(out));

@@ -26,7 +26,7 @@ TEST(ModelFile, ReloadedModelPredictsBitIdenticalOutputs) {
   model->eval();
   test::TempDir dir;
   auto path = dir.file("m.safetensors");
-  save_model_file(path, {options, d.spec(), d.options(), named_weights(*model), std::nullopt});
+  save_model_file(path, {options, d.schema(), d.options(), named_weights(*model), std::nullopt});
 
   auto loaded = load_model(path, c10::Device(c10::kCPU));
   loaded.model->eval();
@@ -38,9 +38,9 @@ TEST(ModelFile, ReloadedModelPredictsBitIdenticalOutputs) {
   EXPECT_TRUE(at::equal(a.attention, b.attention));
 
   EXPECT_EQ(model::to_json(loaded.file.options), model::to_json(options));
-  EXPECT_EQ(loaded.file.features.target_scale, d.spec().target_scale);
-  EXPECT_EQ(loaded.file.features.observed[2].std, d.spec().observed[2].std);
-  EXPECT_EQ(loaded.file.features.symbols, d.spec().symbols);
+  EXPECT_EQ(loaded.file.features.target_scale, d.schema().target_scale);
+  EXPECT_EQ(loaded.file.features.observed[2].std, d.schema().observed[2].std);
+  EXPECT_EQ(loaded.file.features.symbols, d.schema().symbols);
   EXPECT_EQ(loaded.file.dataset.encoder_length, 12);
   EXPECT_FALSE(loaded.file.training.has_value());
 }
@@ -56,14 +56,14 @@ TEST(ModelFile, KeepsBothRandomStreamsOfATrainingState) {
   state.cuda_rng_state = at::arange(16, at::kByte);
   test::TempDir dir;
   auto path = dir.file("m.safetensors");
-  save_model_file(path, {options, d.spec(), d.options(), named_weights(*model), state});
+  save_model_file(path, {options, d.schema(), d.options(), named_weights(*model), state});
   const auto loaded = load_model_file(path);
   ASSERT_TRUE(loaded.training.has_value());
   EXPECT_TRUE(at::equal(loaded.training->cpu_rng_state, state.cpu_rng_state));
   EXPECT_TRUE(at::equal(loaded.training->cuda_rng_state, state.cuda_rng_state));
   // A CPU run's file has no CUDA stream.
   state.cuda_rng_state = at::Tensor();
-  save_model_file(path, {options, d.spec(), d.options(), named_weights(*model), state});
+  save_model_file(path, {options, d.schema(), d.options(), named_weights(*model), state});
   EXPECT_FALSE(load_model_file(path).training->cuda_rng_state.defined());
 }
 

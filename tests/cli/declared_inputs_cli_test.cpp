@@ -131,7 +131,7 @@ TEST_F(DeclaredInputsCli, AnyColumnIsATargetAndForecastsComeBackInItsUnits) {
   EXPECT_THAT(run.out, HasSubstr("target: next 4 values of 'f00' (centered and scaled per series"));
   EXPECT_THAT(run.out, HasSubstr("bar_gap, target]"));
   const auto file = artifact::load_model_file(model);
-  EXPECT_EQ(file.features.target.column, "f00");
+  EXPECT_EQ(file.features.target().column, "f00");
   EXPECT_EQ(file.features.series_stats.size(), 2u);
   // Every command that loads the model reads its target without being told.
   const auto metrics = dir_.file("f00.json");
@@ -195,7 +195,7 @@ TEST_F(DeclaredInputsCli, TheCalendarZoneGoesWithTheModel) {
                                 " --save-model " + model);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("calendar: time-of-day, day-of-week in America/Chicago"));
-  EXPECT_EQ(artifact::load_model_file(model).features.calendar_timezone, "America/Chicago");
+  EXPECT_EQ(artifact::load_model_file(model).features.calendar_timezone(), "America/Chicago");
   // The bars ahead get their calendar on the model's clock, without the flag.
   run = run_qtft(dir_, "forecast --load-model " + model + " --parquet-file " + data_);
   EXPECT_EQ(run.exit_code, 0) << run.err;

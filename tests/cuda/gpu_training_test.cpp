@@ -114,7 +114,7 @@ TEST_F(GpuTraining, ResumeAfterAStopIsBitwiseTheRunNeverStopped) {
   const auto stopped = train_qat(d, memory::CheckpointPolicy::None, [&] { return ++polls == 9; });
   ASSERT_TRUE(stopped.result.interrupted);
   const auto path = dir_.file("stopped.safetensors");
-  artifact::save_model_file(path, {test::tiny_model_options(d).use_qat(true).dropout(0.2).lstm_layers(2), d.spec(),
+  artifact::save_model_file(path, {test::tiny_model_options(d).use_qat(true).dropout(0.2).lstm_layers(2), d.schema(),
                                    d.options(), stopped.best, stopped.state});
   auto loaded = artifact::load_model(path, kGpu);
   ASSERT_TRUE(loaded.file.training->cuda_rng_state.defined()) << "the file keeps the CUDA stream";

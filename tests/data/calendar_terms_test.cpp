@@ -29,7 +29,7 @@ constexpr int64_t kMinuteNs = 60LL * 1'000'000'000;
 constexpr int64_t kDayNs = 1440 * kMinuteNs;
 constexpr int64_t kMonday = 1704067200LL * 1'000'000'000;  // 2024-01-01T00:00:00Z, a Monday
 
-std::vector<std::string> known_names(const FeatureSpec& spec) {
+std::vector<std::string> known_names(const InputSchema& spec) {
   std::vector<std::string> names;
   for (const auto& f : spec.known) names.push_back(f.name);
   return names;
@@ -102,7 +102,8 @@ TEST(CalendarTerms, DayOfMonthAndMonthOfYearByHand) {
   EXPECT_DOUBLE_EQ(f.known[2], std::sin(two_pi * 2 / 12));
   EXPECT_DOUBLE_EQ(f.known[3], std::cos(two_pi * 2 / 12));
   const auto leap = known_inputs_at(std::vector<int64_t>{s.timestamp_ns[0]}, [&] {
-    FeatureSpec spec;
+    InputSchema spec;
+    spec.derived.known = derived.known;
     for (DerivedInput input : derived.known) spec.known.push_back({derived_input_name(input), 0.0, 1.0});
     return spec;
   }());
@@ -113,32 +114,32 @@ TEST(CalendarTerms, DayOfMonthAndMonthOfYearByHand) {
 TEST(CalendarTerms, DailyBarsGetNoTimeOfDayAndADeclarationNamesItsOwn) {
   const BarSet daily = weekday_bars(120, 2);
   const auto fitted = Dataset::build(daily, test::tiny_windows());
-  EXPECT_THAT(known_names(fitted.spec()), ElementsAre("day_of_week_sin", "day_of_week_cos", "day_of_month_sin",
-                                                      "day_of_month_cos", "month_of_year_sin", "month_of_year_cos"));
+  EXPECT_THAT(known_names(fitted.schema()), ElementsAre("day_of_week_sin", "day_of_week_cos", "day_of_month_sin",
+                                                        "day_of_month_cos", "month_of_year_sin", "month_of_year_cos"));
   BarSet declared = daily;
   declared.declared.calendar = std::vector{TimeOfDay};
   const auto named = Dataset::build(declared, test::tiny_windows());
-  EXPECT_THAT(known_names(named.spec()), ElementsAre("time_of_day_sin", "time_of_day_cos"));
+  EXPECT_THAT(known_names(named.schema()), ElementsAre("time_of_day_sin", "time_of_day_cos"));
   BarSet no_calendar = daily;
   no_calendar.declared.calendar = std::vector<CalendarTerm>{};
   EXPECT_EQ(test::error_message([&] { Dataset::build(no_calendar, test::tiny_windows()); }),
             "test bars: --calendar none leaves the decoder no input: keep a calendar term or declare a known column "
             "(--known, --known-categorical)");
   // Intraday bars keep the calendar every model had.
-  EXPECT_THAT(known_names(Dataset::build(test::regular_bar_set(120, 1), test::tiny_windows()).spec()),
+  EXPECT_THAT(known_names(Dataset::build(test::regular_bar_set(120, 1), test::tiny_windows()).schema()),
               ElementsAre("time_of_day_sin", "time_of_day_cos", "day_of_week_sin", "day_of_week_cos"));
 
   // A model reads its own calendar whatever the bars' spacing, and refuses another one named.
-  const auto applied = Dataset::build(test::regular_bar_set(120, 2), test::tiny_windows(), fitted.spec());
-  EXPECT_EQ(known_names(applied.spec()), known_names(fitted.spec()));
-  EXPECT_EQ(test::error_message([&] { Dataset::build(declared, test::tiny_windows(), fitted.spec()); }),
+  const auto applied = Dataset::build(test::regular_bar_set(120, 2), test::tiny_windows(), fitted.schema());
+  EXPECT_EQ(known_names(applied.schema()), known_names(fitted.schema()));
+  EXPECT_EQ(test::error_message([&] { Dataset::build(declared, test::tiny_windows(), fitted.schema()); }),
             "test bars: the model's calendar is day-of-week,day-of-month,month-of-year but the bars were read for "
             "the calendar time-of-day (--calendar, or an --inputs file's \"calendar\")");
   // The same terms in another order are the model's calendar.
   BarSet reordered = daily;
   reordered.declared.calendar = std::vector{MonthOfYear, DayOfWeek, DayOfMonth};
-  EXPECT_EQ(known_names(Dataset::build(reordered, test::tiny_windows(), fitted.spec()).spec()),
-            known_names(fitted.spec()));
+  EXPECT_EQ(known_names(Dataset::build(reordered, test::tiny_windows(), fitted.schema()).schema()),
+            known_names(fitted.schema()));
 }
 
 TEST(CalendarTerms, TheFeatureStoreChoosesAsTheBarsInMemoryDo) {
@@ -149,8 +150,8 @@ TEST(CalendarTerms, TheFeatureStoreChoosesAsTheBarsInMemoryDo) {
   source.feature_store = dir.file("store");
   const auto in_memory = Dataset::build(load_bars(source), test::tiny_windows());
   const auto stored = open_dataset(source, test::tiny_windows(), nullptr);
-  EXPECT_EQ(known_names(stored.spec()), known_names(in_memory.spec()));
-  EXPECT_THAT(known_names(stored.spec()), ::testing::Not(::testing::Contains("time_of_day_sin")));
+  EXPECT_EQ(known_names(stored.schema()), known_names(in_memory.schema()));
+  EXPECT_THAT(known_names(stored.schema()), ::testing::Not(::testing::Contains("time_of_day_sin")));
 }
 
 TEST(CalendarTerms, TheFlagAndTheDeclarationFileNameTerms) {

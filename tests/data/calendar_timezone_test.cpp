@@ -17,8 +17,8 @@
 #include "qtft/data/bars/parquet_dataset.h"
 #include "qtft/data/bars/synthetic.h"
 #include "qtft/data/features/dataset_summary.h"
-#include "qtft/data/features/detail/feature_spec_json.h"
 #include "qtft/data/features/detail/features.h"
+#include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/data/store/feature_store.h"
 #include "support/temp_dir.h"
 #include "support/tiny_windows.h"
@@ -62,11 +62,11 @@ TEST(LocalWallClock, FollowsTheZonesOffsetThroughDaylightSaving) {
 }
 
 // A spec whose known inputs are the calendar's, unnormalized, so its values are the terms.
-FeatureSpec calendar_spec(const std::string& zone) {
-  FeatureSpec spec;
-  for (DerivedInput input : derived_inputs_for({}, false, calendar_for_spacing(0)).known)
-    spec.known.push_back({derived_input_name(input), 0.0, 1.0});
-  spec.calendar_timezone = zone;
+InputSchema calendar_spec(const std::string& zone) {
+  InputSchema spec;
+  spec.derived.known = derived_inputs_for({}, false, calendar_for_spacing(0)).known;
+  for (DerivedInput input : spec.derived.known) spec.known.push_back({derived_input_name(input), 0.0, 1.0});
+  spec.declared.calendar_timezone = zone;
   return spec;
 }
 
@@ -107,13 +107,13 @@ TEST(CalendarInputs, TheZoneIsSavedInTheSpecAndAModelReadsItsOwn) {
   test::TempDir dir;
   const auto file = dir.write("h.csv", hourly_csv());
   const auto chicago = Dataset::build(load_bars(in_zone(file, "America/Chicago")), tiny_windows());
-  const auto& spec = chicago.spec();
-  EXPECT_EQ(spec.calendar_timezone, "America/Chicago");
+  const auto& spec = chicago.schema();
+  EXPECT_EQ(spec.calendar_timezone(), "America/Chicago");
   const auto json = to_json(spec);
   EXPECT_EQ(json.at("calendar_timezone"), "America/Chicago");
-  EXPECT_EQ(feature_spec_from_json(json).calendar_timezone, "America/Chicago");
+  EXPECT_EQ(input_schema_from_json(json).calendar_timezone(), "America/Chicago");
   EXPECT_FALSE(
-      to_json(Dataset::build(load_bars(in_zone(file, "")), tiny_windows()).spec()).contains("calendar_timezone"));
+      to_json(Dataset::build(load_bars(in_zone(file, "")), tiny_windows()).schema()).contains("calendar_timezone"));
   EXPECT_THAT(summarize_dataset(chicago), HasSubstr("calendar: time-of-day, day-of-week in America/Chicago\n"));
 
   // Each row's calendar terms are those of its bar on Chicago's clock.
@@ -127,7 +127,7 @@ TEST(CalendarInputs, TheZoneIsSavedInTheSpecAndAModelReadsItsOwn) {
   // A model reads bars on its own calendar, whatever the source says; bars read on another
   // clock are refused.
   const auto applied = open_dataset(in_zone(file, ""), tiny_windows(), &spec);
-  EXPECT_EQ(applied.spec().calendar_timezone, "America/Chicago");
+  EXPECT_EQ(applied.schema().calendar_timezone(), "America/Chicago");
   EXPECT_EQ(applied.series().front().known[0], series.known[0]);
   EXPECT_EQ(test::error_message([&] { Dataset::build(load_bars(in_zone(file, "")), tiny_windows(), spec); }),
             file +
@@ -152,7 +152,7 @@ TEST(CalendarInputs, TheZoneNamesTheFeatureStore) {
   EXPECT_TRUE(chicago.built);
   EXPECT_NE(chicago.path, utc.path);
   EXPECT_FALSE(prepare_feature_store(source, windows, nullptr).built);
-  EXPECT_EQ(map_feature_store(chicago.path).spec().calendar_timezone, "America/Chicago");
+  EXPECT_EQ(map_feature_store(chicago.path).schema().calendar_timezone(), "America/Chicago");
 }
 
 TEST(CalendarInputs, AnUnknownZoneNamesTheSourceAndTheFlag) {

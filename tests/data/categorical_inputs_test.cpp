@@ -12,7 +12,7 @@
 #include "qtft/data/bars/bar_source.h"
 #include "qtft/data/bars/parquet_dataset.h"
 #include "qtft/data/features/dataset_summary.h"
-#include "qtft/data/features/detail/feature_spec_json.h"
+#include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/data/store/feature_store.h"
 #include "support/temp_dir.h"
 
@@ -81,7 +81,7 @@ TEST(CategoricalInputs, VocabulariesComeFromTheTrainingSplitAndNewLevelsAreUnkno
   test::TempDir dir;
   const auto bars = read_bars_csv(dir.write("c.csv", categorical_csv()), declaring_all());
   const auto dataset = Dataset::build(bars, small_windows());
-  const auto& spec = dataset.spec();
+  const auto& spec = dataset.schema();
   const auto& venue = spec.observed.back();
   EXPECT_EQ(venue.name, "venue");
   EXPECT_TRUE(venue.categorical);
@@ -122,10 +122,10 @@ TEST(CategoricalInputs, VocabulariesComeFromTheTrainingSplitAndNewLevelsAreUnkno
   EXPECT_THAT(summary, HasSubstr("unknown levels: 5 rows hold a categorical level the training split does not have"));
 
   // The spec keeps the vocabularies and the statics; a saved spec reads a file alike.
-  const auto reread = feature_spec_from_json(to_json(spec));
+  const auto reread = input_schema_from_json(to_json(spec));
   EXPECT_EQ(to_json(reread).dump(), to_json(spec).dump());
   EXPECT_THAT(reread.observed.back().levels, ElementsAre("A", "B"));
-  EXPECT_EQ(declaration_of(reread).static_categorical, std::vector<std::string>{"sector"});
+  EXPECT_EQ(reread.declared.static_categorical, std::vector<std::string>{"sector"});
   const auto again = Dataset::build(bars, small_windows(), reread);
   EXPECT_EQ(std::memcmp(again.series()[0].observed.data(), es.observed.data(), es.observed.size_bytes()), 0);
 }
@@ -189,7 +189,7 @@ TEST(CategoricalInputs, AFolderAndItsStoreCarryThemBitwiseAsMemoryDoes) {
   BarSource in_memory = source;
   in_memory.in_memory = true;
   const auto direct = open_dataset(in_memory, small_windows(), nullptr);
-  EXPECT_EQ(to_json(stored.spec()).dump(), to_json(direct.spec()).dump());
+  EXPECT_EQ(to_json(stored.schema()).dump(), to_json(direct.schema()).dump());
   EXPECT_EQ(stored.notes().unknown_category_rows, 5);
   ASSERT_EQ(stored.series().size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
@@ -201,7 +201,7 @@ TEST(CategoricalInputs, AFolderAndItsStoreCarryThemBitwiseAsMemoryDoes) {
               std::vector<float>(b.statics.begin(), b.statics.end()));
   }
   // A model's declaration reads the folder into the same store.
-  const auto spec = stored.spec();
+  const auto spec = stored.schema();
   EXPECT_EQ(prepare_feature_store(source, small_windows(), &spec).path, built.path);
 }
 

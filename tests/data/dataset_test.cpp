@@ -105,11 +105,11 @@ TEST(Dataset, NormalizationComesFromTheTrainingSplitOnly) {
     s.volume[i] *= 1000;
   }
   auto d = Dataset::build(changed, small_options());
-  for (size_t j = 0; j < d.spec().observed.size(); ++j) {
-    EXPECT_EQ(d.spec().observed[j].mean, baseline.spec().observed[j].mean) << d.spec().observed[j].name;
-    EXPECT_EQ(d.spec().observed[j].std, baseline.spec().observed[j].std) << d.spec().observed[j].name;
+  for (size_t j = 0; j < d.schema().observed.size(); ++j) {
+    EXPECT_EQ(d.schema().observed[j].mean, baseline.schema().observed[j].mean) << d.schema().observed[j].name;
+    EXPECT_EQ(d.schema().observed[j].std, baseline.schema().observed[j].std) << d.schema().observed[j].name;
   }
-  EXPECT_EQ(d.spec().target_scale, baseline.spec().target_scale);
+  EXPECT_EQ(d.schema().target_scale, baseline.schema().target_scale);
 
   // And they equal the moments of the first 60 feature rows, computed here directly.
   auto raw = compute_raw_features(bars.series[0], derived_inputs_for(BarFields::all(), false, {}), "");
@@ -118,8 +118,8 @@ TEST(Dataset, NormalizationComesFromTheTrainingSplitOnly) {
   for (int r = 0; r < 60; ++r) mean += raw.observed[r * kWidth + 3];
   mean /= 60;
   for (int r = 0; r < 60; ++r) var += std::pow(raw.observed[r * kWidth + 3] - mean, 2);
-  EXPECT_NEAR(d.spec().observed[3].mean, mean, 1e-12);
-  EXPECT_NEAR(d.spec().observed[3].std, std::sqrt(var / 60), 1e-12);
+  EXPECT_NEAR(d.schema().observed[3].mean, mean, 1e-12);
+  EXPECT_NEAR(d.schema().observed[3].std, std::sqrt(var / 60), 1e-12);
   // Normalized training rows have mean 0 and std 1.
   double sum = 0;
   for (int r = 0; r < 60; ++r) sum += d.series()[0].observed[r * kWidth + 3];
@@ -133,7 +133,7 @@ TEST(Dataset, TargetsAreTheScaledFutureReturns) {
   const auto& c = bars.series[0].close;
   // Feature row r describes bar r + 1.
   for (int r = 0; r < 100; ++r) {
-    EXPECT_FLOAT_EQ(s.target[r], static_cast<float>(std::log(c[r + 1] / c[r]) / d.spec().target_scale));
+    EXPECT_FLOAT_EQ(s.target[r], static_cast<float>(std::log(c[r + 1] / c[r]) / d.schema().target_scale));
   }
   EXPECT_EQ(s.timestamp_ns[0], bars.series[0].timestamp_ns[1]);
 }
@@ -143,21 +143,21 @@ TEST(Dataset, SavedSpecIsAppliedAndChecked) {
   auto trained = Dataset::build(bars, small_options());
   auto other = test::regular_bar_set(101, 1);
   other.series[0].close[5] *= 1.01;
-  auto applied = Dataset::build(other, small_options(), trained.spec());
-  EXPECT_EQ(applied.spec().observed[0].mean, trained.spec().observed[0].mean);
+  auto applied = Dataset::build(other, small_options(), trained.schema());
+  EXPECT_EQ(applied.schema().observed[0].mean, trained.schema().observed[0].mean);
 
   auto unknown = other;
   unknown.series[0].symbol = "ZZ";
-  EXPECT_THAT(test::error_message([&] { Dataset::build(unknown, small_options(), trained.spec()); }),
+  EXPECT_THAT(test::error_message([&] { Dataset::build(unknown, small_options(), trained.schema()); }),
               HasSubstr("symbol 'ZZ' was not in the training data (known: S0, S1)"));
   auto no_volume = other;
   no_volume.fields = {};
   no_volume.fields.add(BarField::OpenHighLow);
-  EXPECT_THAT(test::error_message([&] { Dataset::build(no_volume, small_options(), trained.spec()); }),
+  EXPECT_THAT(test::error_message([&] { Dataset::build(no_volume, small_options(), trained.schema()); }),
               HasSubstr("the model was trained on bars with volume (input log_volume) but this file has none"));
   auto close_only = other;
   close_only.fields = {};
-  EXPECT_THAT(test::error_message([&] { Dataset::build(close_only, small_options(), trained.spec()); }),
+  EXPECT_THAT(test::error_message([&] { Dataset::build(close_only, small_options(), trained.schema()); }),
               HasSubstr("trained on open/high/low bars"));
 }
 
@@ -169,13 +169,13 @@ TEST(Dataset, AOneSymbolModelAppliesToItsSeriesUnderAnyNameAndIgnoresExtraColumn
   auto trained = Dataset::build(bars, small_options());
   auto renamed = test::regular_bar_set(101, 1);  // with volume, which the model ignores
   renamed.series[0].symbol = "recent";
-  auto applied = Dataset::build(renamed, small_options(), trained.spec());
+  auto applied = Dataset::build(renamed, small_options(), trained.schema());
   EXPECT_EQ(applied.series()[0].symbol, "S0");  // the model's name for it
   EXPECT_EQ(applied.series()[0].observed.size(), trained.series()[0].observed.size());
   EXPECT_TRUE(std::ranges::equal(applied.series()[0].observed, trained.series()[0].observed));
   // Two series are not "the" series: each name must be known.
   auto two = test::regular_bar_set(101, 2);
-  EXPECT_THAT(test::error_message([&] { Dataset::build(two, small_options(), trained.spec()); }),
+  EXPECT_THAT(test::error_message([&] { Dataset::build(two, small_options(), trained.schema()); }),
               HasSubstr("symbol 'S1' was not in the training data (known: S0)"));
 }
 
@@ -183,13 +183,13 @@ TEST(Dataset, KnownInputsAreAFunctionOfTheTimestampAlone) {
   auto bars = test::regular_bar_set(101, 1);
   auto d = Dataset::build(bars, small_options());
   const auto& s = d.series()[0];
-  auto known = known_inputs_at(s.timestamp_ns, d.spec());
+  auto known = known_inputs_at(s.timestamp_ns, d.schema());
   EXPECT_TRUE(std::ranges::equal(known, s.known));
   // A week's halt before bar 50 (same time of day, same weekday after it): the known inputs
   // do not see it; the observed bar_gap of row 49, which describes bar 50, does.
   auto halted = bars;
   for (size_t i = 50; i < halted.series[0].size(); ++i) halted.series[0].timestamp_ns[i] += 7 * 86'400'000'000'000LL;
-  auto h = Dataset::build(halted, small_options(), d.spec());
+  auto h = Dataset::build(halted, small_options(), d.schema());
   EXPECT_TRUE(std::ranges::equal(h.series()[0].known, s.known));
   constexpr size_t kWidth = 5, kBarGap = 4;
   for (size_t r = 0; r < s.rows(); ++r) {

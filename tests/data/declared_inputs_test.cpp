@@ -19,8 +19,9 @@
 #include "qtft/data/bars/parquet_dataset.h"
 #include "qtft/data/bars/synthetic.h"
 #include "qtft/data/features/dataset_summary.h"
-#include "qtft/data/features/detail/feature_spec_json.h"
+#include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/data/store/feature_store.h"
+#include "support/bar_files.h"
 #include "support/temp_dir.h"
 #include "support/tiny_windows.h"
 
@@ -37,17 +38,20 @@ const Names kColumns{"timestamp", "symbol", "close", "f_b", "lead", "f_a", "sche
 const Names kBarColumns{"open", "high", "low", "close", "volume"};
 const Names kNotInputs{"timestamp", "symbol"};
 
-DeclaredColumns resolve(const InputDeclaration& d) {
-  return resolve_inputs(d, kColumns, kBarColumns, kNotInputs, "f.csv");
+InputDeclaration resolve(const InputDeclaration& d, std::vector<std::string>* unused = nullptr) {
+  return resolve_inputs(d, kColumns, kBarColumns, kNotInputs, "f.csv", unused);
 }
 
 TEST(InputResolution, NamesInDeclarationOrderGlobsInFileOrderTheRestUnused) {
-  const auto r = resolve({{"lead", "f_*"}, {"sched"}});
+  std::vector<std::string> unused;
+  const auto r = resolve({{"lead", "f_*"}, {"sched"}}, &unused);
   EXPECT_THAT(r.observed, ElementsAre("lead", "f_b", "f_a"));
   EXPECT_THAT(r.known, ElementsAre("sched"));
-  EXPECT_THAT(r.unused, ElementsAre("note"));
+  EXPECT_THAT(unused, ElementsAre("note"));
   // Nothing declared: every column beside the bars' is unused.
-  EXPECT_THAT(resolve({}).unused, ElementsAre("f_b", "lead", "f_a", "sched", "note"));
+  std::vector<std::string> all_unused;
+  resolve({}, &all_unused);
+  EXPECT_THAT(all_unused, ElementsAre("f_b", "lead", "f_a", "sched", "note"));
 }
 
 TEST(InputResolution, AGlobNeverTakesABarOrKeyColumnButANameMay) {
@@ -139,7 +143,7 @@ TEST(DeclaredInputs, AFileCarriesTheDeclaredColumnsPerSeries) {
   const auto bars = read_bars_csv(dir.write("d.csv", declared_csv()), declaring({"x"}, {"k"}));
   EXPECT_THAT(bars.declared.observed, ElementsAre("x"));
   EXPECT_THAT(bars.declared.known, ElementsAre("k"));
-  EXPECT_THAT(bars.declared.unused, ElementsAre("note"));
+  EXPECT_THAT(bars.unused_columns, ElementsAre("note"));
   ASSERT_EQ(bars.series.size(), 2u);
   ASSERT_EQ(bars.series[1].declared_observed.size(), 1u);
   EXPECT_EQ(bars.series[1].declared_observed[0][7], 7.0);
@@ -182,10 +186,10 @@ TEST(MissingValues, LeadingNullsDropTheirBarsPerSeriesAndForwardFillCarriesTheRe
   EXPECT_EQ(x[8], 11.0);
 
   // The spec records the choice, and a model reads its bars the same way.
-  const auto spec = Dataset::build(bars, tiny_windows()).spec();
-  EXPECT_EQ(spec.missing, MissingValues::ForwardFill);
+  const auto spec = Dataset::build(bars, tiny_windows()).schema();
+  EXPECT_EQ(spec.missing(), MissingValues::ForwardFill);
   EXPECT_EQ(to_json(spec).at("missing"), "forward-fill");
-  EXPECT_EQ(declaration_of(spec).missing, MissingValues::ForwardFill);
+  EXPECT_EQ(spec.declared.missing, MissingValues::ForwardFill);
   BarSource source;
   source.csv_file = file;
   const auto applied = open_dataset(source, tiny_windows(), &spec);
@@ -220,7 +224,7 @@ TEST(DeclaredInputs, FollowTheDerivedInputsNormalizedOnTheTrainingSplit) {
   test::TempDir dir;
   const auto bars = read_bars_csv(dir.write("d.csv", declared_csv()), declaring({"x"}, {"k"}));
   const auto d = Dataset::build(bars, tiny_windows());
-  const auto& spec = d.spec();
+  const auto& spec = d.schema();
   ASSERT_EQ(spec.observed.size(), 3u);  // log_return, bar_gap, x
   EXPECT_EQ(spec.observed[2].name, "x");
   EXPECT_EQ(spec.observed[2].source, InputSource::Column);
@@ -241,15 +245,75 @@ TEST(DeclaredInputs, FollowTheDerivedInputsNormalizedOnTheTrainingSplit) {
   EXPECT_THAT(summary, HasSubstr("not used: 1 column: note\n"));
 }
 
+// A schema's producers as fitted and as a loader reads them back from the saved names are
+// the same: the bars a saved model reads are those it was trained on.
+TEST(InputSchema, ASavedSchemaReadsBackTheProducersItWasFittedWith) {
+  BarSet bars = test::regular_bar_set(120, 2);
+  InputDeclaration& d = bars.declared;
+  d.observed = {"flow"};
+  d.observed_categorical = {"phase"};
+  d.known = {"event"};
+  d.statics = {"tick"};
+  d.static_categorical = {"sector"};
+  d.missing = MissingValues::ForwardFill;
+  d.calendar_timezone = "America/Chicago";
+  d.calendar = std::vector{CalendarTerm::DayOfWeek, CalendarTerm::TimeOfDay};
+  d.target = {"level", TargetTransform::Log, Normalization::PerSeries};
+  for (size_t k = 0; k < bars.series.size(); ++k) {
+    auto& s = bars.series[k];
+    const size_t n = s.size();
+    std::vector<double> flow(n), phase(n), event(n), level(n);
+    for (size_t i = 0; i < n; ++i) {
+      flow[i] = std::sin(0.1 * static_cast<double>(i + k));
+      phase[i] = static_cast<double>(i % 2);
+      event[i] = static_cast<double>(i % 7 == 0);
+      level[i] = 100.0 + static_cast<double>(i % 5);
+    }
+    s.declared_observed = {flow, phase};
+    s.observed_levels = {{}, {"a", "b"}};
+    s.declared_known = {event};
+    s.declared_static = {std::vector<double>(n, 1.0 + static_cast<double>(k)), std::vector<double>(n, 0.0)};
+    s.static_levels = {{}, {k == 0 ? "x" : "y"}};
+    s.target_values = level;
+  }
+  const InputSchema fitted = Dataset::build(bars, tiny_windows()).schema();
+  EXPECT_THAT(fitted.derived.known, ElementsAre(DerivedInput::DayOfWeekSin, DerivedInput::DayOfWeekCos,
+                                                DerivedInput::TimeOfDaySin, DerivedInput::TimeOfDayCos));
+  EXPECT_EQ(fitted.derived.observed.back(), DerivedInput::PastTarget);
+  EXPECT_FALSE(fitted.declared.calendar.has_value());  // the terms are derived.known's
+  EXPECT_TRUE(fitted.declared.from_model);
+  EXPECT_TRUE(fitted.declared.same_columns(d));
+
+  const InputSchema loaded = input_schema_from_json(to_json(fitted));
+  EXPECT_EQ(loaded.derived, fitted.derived);
+  EXPECT_TRUE(loaded.declared.same_columns(fitted.declared));
+  EXPECT_EQ(loaded.calendar_timezone(), "America/Chicago");
+  EXPECT_FALSE(loaded.declared.calendar.has_value());
+  EXPECT_TRUE(loaded.declared.from_model);
+  // Either turns the bars it was fitted on into the same features, bit for bit.
+  const auto by_loaded = Dataset::build(bars, tiny_windows(), loaded);
+  const auto by_fitted = Dataset::build(bars, tiny_windows(), fitted);
+  ASSERT_EQ(by_loaded.series().size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    const auto& a = by_loaded.series()[k];
+    const auto& b = by_fitted.series()[k];
+    ASSERT_EQ(a.observed.size(), b.observed.size());
+    ASSERT_EQ(a.known.size(), b.known.size());
+    EXPECT_EQ(std::memcmp(a.observed.data(), b.observed.data(), a.observed.size_bytes()), 0) << k;
+    EXPECT_EQ(std::memcmp(a.known.data(), b.known.data(), a.known.size_bytes()), 0) << k;
+    EXPECT_EQ(std::memcmp(a.target.data(), b.target.data(), a.target.size_bytes()), 0) << k;
+  }
+}
+
 TEST(DeclaredInputs, TheSpecRecordsThemAndAModelReadsExactlyThose) {
   test::TempDir dir;
   const auto file = dir.write("d.csv", declared_csv());
-  const auto spec = Dataset::build(read_bars_csv(file, declaring({"x"}, {"k"})), tiny_windows()).spec();
+  const auto spec = Dataset::build(read_bars_csv(file, declaring({"x"}, {"k"})), tiny_windows()).schema();
   const auto json = to_json(spec);
   EXPECT_EQ(json.at("observed").at(2).at("source"), "column");
   EXPECT_FALSE(json.at("observed").at(0).contains("source"));  // derived inputs are written as before
-  EXPECT_EQ(to_json(feature_spec_from_json(json)).dump(), json.dump());
-  const auto declaration = declaration_of(spec);
+  EXPECT_EQ(to_json(input_schema_from_json(json)).dump(), json.dump());
+  const auto declaration = spec.declared;
   EXPECT_THAT(declaration.observed, ElementsAre("x"));
   EXPECT_THAT(declaration.known, ElementsAre("k"));
 
@@ -303,7 +367,7 @@ TEST(DeclaredInputs, AFolderAndItsStoreCarryThemBitwiseAsMemoryDoes) {
   BarSource in_memory = source;
   in_memory.in_memory = true;
   const auto direct = open_dataset(in_memory, windows, nullptr);
-  EXPECT_EQ(to_json(stored.spec()).dump(), to_json(direct.spec()).dump());
+  EXPECT_EQ(to_json(stored.schema()).dump(), to_json(direct.schema()).dump());
   EXPECT_EQ(stored.num_observed(), 5u + 4u);  // log_return, hl_range, close_open, log_volume, bar_gap, 4 columns
   EXPECT_EQ(stored.num_known(), 5u);
   ASSERT_EQ(stored.series().size(), direct.series().size());
@@ -314,7 +378,7 @@ TEST(DeclaredInputs, AFolderAndItsStoreCarryThemBitwiseAsMemoryDoes) {
 
   // The declaration is part of the store's name: the glob and the names it matches (a
   // model's) are one store; another declaration is another store.
-  const auto spec = stored.spec();
+  const auto spec = stored.schema();
   EXPECT_EQ(prepare_feature_store(source, windows, &spec).path, built.path);
   BarSource by_name = source;
   by_name.read.inputs = {{"lead_signal", "f00", "f01", "f02"}, {"event_flag"}};

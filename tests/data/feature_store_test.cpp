@@ -15,7 +15,7 @@
 #include "qtft/data/bars/bar_source.h"
 #include "qtft/data/bars/parquet_dataset.h"
 #include "qtft/data/bars/synthetic.h"
-#include "qtft/data/features/detail/feature_spec_json.h"
+#include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/data/store/detail/feature_store_parts.h"
 #include "qtft/data/store/feature_store.h"
 #include "support/bar_files.h"
@@ -48,7 +48,7 @@ bool same_bits(std::span<const T> a, std::span<const T> b) {
 }
 
 void expect_bitwise_equal(const Dataset& a, const Dataset& b) {
-  EXPECT_EQ(to_json(a.spec()).dump(), to_json(b.spec()).dump());
+  EXPECT_EQ(to_json(a.schema()).dump(), to_json(b.schema()).dump());
   for (Split split : kAllSplits) EXPECT_EQ(a.num_windows(split), b.num_windows(split)) << split_name(split);
   ASSERT_EQ(a.series().size(), b.series().size());
   for (size_t i = 0; i < a.series().size(); ++i) {
@@ -96,7 +96,7 @@ TEST_F(FeatureStore, AFolderIsServedFromItsStoreBitwiseAsFromMemory) {
   expect_bitwise_equal(stored, in_memory());
 
   // A model's saved spec that is the store's own is served by the same store.
-  const FeatureSpec spec = stored.spec();
+  const InputSchema spec = stored.schema();
   const auto again = prepare_feature_store(source_, small_windows(), &spec);
   EXPECT_FALSE(again.built);
   EXPECT_EQ(again.path, seen.path);
@@ -109,7 +109,7 @@ TEST_F(FeatureStore, ASingleFileWithAStoreFolderToo) {
   csv.feature_store = dir_.file("store");
   expect_bitwise_equal(open_dataset(csv, small_windows(), nullptr), Dataset::build(load_bars(csv), small_windows()));
   // Another spec than its own (a model trained elsewhere) gets a store of its own.
-  FeatureSpec other = Dataset::build(load_bars(csv), small_windows()).spec();
+  InputSchema other = Dataset::build(load_bars(csv), small_windows()).schema();
   other.target_scale *= 2;
   const auto applied = prepare_feature_store(csv, small_windows(), &other);
   EXPECT_TRUE(applied.built);

@@ -75,7 +75,8 @@ class RegimeCoverageTest : public ::testing::Test {
     const auto length = static_cast<size_t>(d.options().encoder_length);
     for (size_t i = 0; i < d.num_windows(Split::Train); ++i) {
       auto w = d.window(Split::Train, i);
-      double v = window_regime(d.series()[w.series].target.subspan(w.start, length)).volatility * d.spec().target_scale;
+      double v =
+          window_regime(d.series()[w.series].target.subspan(w.start, length)).volatility * d.schema().target_scale;
       size_t k = v < cuts.volatility.lower_cut ? 0 : (v < cuts.volatility.upper_cut ? 1 : 2);
       if (k == tercile) ids.push_back(i);
     }

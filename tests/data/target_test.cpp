@@ -13,8 +13,8 @@
 #include "qtft/common/format.h"
 #include "qtft/data/bars/bars.h"
 #include "qtft/data/features/dataset_summary.h"
-#include "qtft/data/features/detail/feature_spec_json.h"
 #include "qtft/data/features/detail/features.h"
+#include "qtft/data/features/detail/input_schema_json.h"
 #include "support/temp_dir.h"
 #include "support/tiny_windows.h"
 
@@ -52,9 +52,9 @@ TEST(Target, AColumnAsItIsCenteredAndScaledOverAllSeries) {
   test::TempDir dir;
   const auto bars =
       read_bars_csv(dir.write("t.csv", target_csv()), targeting("rv", TargetTransform::None, Normalization::Pooled));
-  EXPECT_TRUE(bars.declared.unused.empty());  // the target column is read
+  EXPECT_TRUE(bars.unused_columns.empty());  // the target column is read
   const auto d = Dataset::build(bars, tiny_windows());
-  const auto& spec = d.spec();
+  const auto& spec = d.schema();
   // Training values: ES 2..12 and NQ 110..210.
   double mean = 0, m2 = 0;
   for (int i = 1; i <= 11; ++i) mean += (1 + i) + (100 + 10 * i);
@@ -78,7 +78,7 @@ TEST(Target, PerSeriesEachSeriesHasItsOwnStatistics) {
   const auto bars =
       read_bars_csv(dir.write("t.csv", target_csv()), targeting("rv", TargetTransform::None, Normalization::PerSeries));
   const auto d = Dataset::build(bars, tiny_windows());
-  const auto& spec = d.spec();
+  const auto& spec = d.schema();
   ASSERT_EQ(spec.series_stats.size(), 2u);
   // ES 2..12: mean 7, population variance (11^2 - 1) / 12 = 10; NQ ten times that spread.
   EXPECT_NEAR(spec.series_stats[0].target_center, 7.0, 1e-12);
@@ -91,12 +91,11 @@ TEST(Target, PerSeriesEachSeriesHasItsOwnStatistics) {
   EXPECT_FLOAT_EQ(d.series()[1].observed[2], static_cast<float>((110.0 - 160.0) / (10.0 * std::sqrt(10.0))));
 
   // The spec round-trips through its JSON, and a model reads its bars the same way.
-  const auto back = feature_spec_from_json(to_json(spec));
-  EXPECT_EQ(back.target, spec.target);
+  const auto back = input_schema_from_json(to_json(spec));
+  EXPECT_EQ(back.target(), spec.target());
   EXPECT_EQ(back.series_stats[1].observed_mean, spec.series_stats[1].observed_mean);
   EXPECT_EQ(back.series_stats[0].target_scale, spec.series_stats[0].target_scale);
-  const auto again =
-      Dataset::build(read_bars_csv(dir.file("t.csv"), {.inputs = declaration_of(back)}), tiny_windows(), back);
+  const auto again = Dataset::build(read_bars_csv(dir.file("t.csv"), {.inputs = back.declared}), tiny_windows(), back);
   EXPECT_EQ(again.series()[1].target[5], d.series()[1].target[5]);
   // Bars read for another target are refused, naming both.
   EXPECT_THAT(test::error_message([&] { Dataset::build(read_bars_csv(dir.file("t.csv")), tiny_windows(), back); }),
@@ -107,15 +106,15 @@ TEST(Target, PerSeriesEachSeriesHasItsOwnStatistics) {
 TEST(Target, TodaysTargetWritesNothingNewAndALogReturnIsNotCentered) {
   test::TempDir dir;
   const auto file = dir.write("t.csv", target_csv());
-  const auto plain = Dataset::build(read_bars_csv(file), tiny_windows()).spec();
+  const auto plain = Dataset::build(read_bars_csv(file), tiny_windows()).schema();
   EXPECT_FALSE(to_json(plain).contains("target"));
   EXPECT_FALSE(to_json(plain).contains("series_stats"));
   EXPECT_EQ(plain.target_center, 0.0);
   EXPECT_EQ(plain.observed.size(), 2u);  // log_return is the target's past
   const auto lr = Dataset::build(
       read_bars_csv(file, targeting("rv", TargetTransform::LogReturn, Normalization::Pooled)), tiny_windows());
-  EXPECT_EQ(lr.spec().target_center, 0.0);
-  EXPECT_FLOAT_EQ(lr.series()[0].target[0], static_cast<float>(std::log(2.0 / 1.0) / lr.spec().target_scale));
+  EXPECT_EQ(lr.schema().target_center, 0.0);
+  EXPECT_FLOAT_EQ(lr.series()[0].target[0], static_cast<float>(std::log(2.0 / 1.0) / lr.schema().target_scale));
 }
 
 TEST(Target, ValuesATransformCannotTakeNameTheFileColumnAndRow) {

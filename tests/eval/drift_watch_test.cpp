@@ -25,7 +25,7 @@ artifact::LoadedModel trained_model() {
   train::Trainer trainer(model, dataset, test::tiny_train_options(), kCpu);
   train::ProgressReporter quiet;
   trainer.fit(quiet);
-  artifact::ModelFile file{model->options(), dataset->spec(), dataset->options(), trainer.best_weights(),
+  artifact::ModelFile file{model->options(), dataset->schema(), dataset->options(), trainer.best_weights(),
                            trainer.state()};
   return artifact::model_from_file(file, "tiny", kCpu);
 }
@@ -99,7 +99,7 @@ TEST(DriftWatch, ReportsTheDeskMetricsOfTheForecastsItScores) {
   const auto recent = data::Dataset::build(bars, windows, model.file.features);
   const auto expected =
       evaluate_for_desk(model.model, recent, data::Split::Validation, options.batch_size, kCpu, options.cost_bps);
-  EXPECT_EQ(to_json(report.overall.desk, report.overall.symbols), to_json(expected.desk, recent.spec().symbols));
+  EXPECT_EQ(to_json(report.overall.desk, report.overall.symbols), to_json(expected.desk, recent.schema().symbols));
   EXPECT_EQ(report.overall.desk.windows, static_cast<int64_t>(report.overall.windows));
   for (const auto& c : report.series) {
     EXPECT_EQ(c.desk.windows, static_cast<int64_t>(c.windows)) << c.name;

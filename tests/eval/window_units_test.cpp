@@ -53,7 +53,7 @@ TEST(WindowUnits, PerSeriesWindowsTakeTheirOwnSeriesScale) {
   ASSERT_EQ(units.scale.size(), n);
   for (size_t i = 0; i < n; ++i) {
     const auto& own =
-        d.spec().series_stats[static_cast<size_t>(d.series()[d.window(data::Split::Validation, i).series].symbol_id)];
+        d.schema().series_stats[static_cast<size_t>(d.series()[d.window(data::Split::Validation, i).series].symbol_id)];
     EXPECT_EQ(units.scale[i], own.target_scale) << i;
     EXPECT_EQ(units.center[i], own.target_center) << i;
   }
@@ -71,14 +71,14 @@ TEST(WindowUnits, BaselinesInTheTargetsUnitsAreInTheColumnsUnits) {
     const size_t n = d.num_windows(split);
     for (size_t i = 0; i < n; ++i) {
       const auto symbol_id = d.series()[d.window(split, i).series].symbol_id;
-      abs_sum += std::abs(rv_ahead(d, split, i) - data::target_scaling_of(d.spec(), symbol_id).center);
+      abs_sum += std::abs(rv_ahead(d, split, i) - data::target_scaling_of(d.schema(), symbol_id).center);
     }
     const auto zero = evaluate_baselines(d, split, kQuantiles).zero;
     EXPECT_NEAR(zero.in_target_units.mae, abs_sum / static_cast<double>(n), 1e-4 * abs_sum / static_cast<double>(n));
     if (normalize == data::Normalization::Pooled) {
       // One scale: the scaled figures times it.
-      EXPECT_NEAR(zero.in_target_units.loss, zero.loss * d.spec().target_scale, 1e-12 * zero.in_target_units.loss);
-      EXPECT_NEAR(zero.in_target_units.rmse, zero.rmse * d.spec().target_scale, 1e-12 * zero.in_target_units.rmse);
+      EXPECT_NEAR(zero.in_target_units.loss, zero.loss * d.schema().target_scale, 1e-12 * zero.in_target_units.loss);
+      EXPECT_NEAR(zero.in_target_units.rmse, zero.rmse * d.schema().target_scale, 1e-12 * zero.in_target_units.rmse);
     }
   }
 }

@@ -57,7 +57,7 @@ Saved save_tiny_model(int symbols = 2, bool qat = false, bool scheduled = false)
   auto model = model::build_model(options, 5);
   s.path = s.dir->file("model.safetensors");
   artifact::save_model_file(
-      s.path, {options, s.dataset.spec(), s.dataset.options(), artifact::named_weights(*model), std::nullopt});
+      s.path, {options, s.dataset.schema(), s.dataset.options(), artifact::named_weights(*model), std::nullopt});
   return s;
 }
 

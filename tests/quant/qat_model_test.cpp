@@ -110,7 +110,7 @@ TEST(QatModel, SavedAndReloadedModelKeepsObserversAndOutputsExactly) {
   calibrate_observers(model, d, 3, 16, 42, kCpu);
   test::TempDir dir;
   auto path = dir.file("qat.safetensors");
-  artifact::save_model_file(path, {options, d.spec(), d.options(), artifact::named_weights(*model), std::nullopt});
+  artifact::save_model_file(path, {options, d.schema(), d.options(), artifact::named_weights(*model), std::nullopt});
   auto loaded = artifact::load_model(path, kCpu);
   EXPECT_EQ(loaded.file.options.weight_bits(), 4);
   auto a = quant::observer_stats(*model), b = quant::observer_stats(*loaded.model);
@@ -157,7 +157,7 @@ TEST(QatModel, ConvertingAnFp32ModelKeepsItsWeights) {
   auto model = model::build_model(options, 1);
   test::TempDir dir;
   auto path = dir.file("fp32.safetensors");
-  artifact::save_model_file(path, {options, d.spec(), d.options(), artifact::named_weights(*model), std::nullopt});
+  artifact::save_model_file(path, {options, d.schema(), d.options(), artifact::named_weights(*model), std::nullopt});
   auto loaded = artifact::load_model(path, kCpu);
   artifact::convert_to_qat(loaded, 8, 8, kCpu);
   EXPECT_TRUE(loaded.model->options().use_qat());

@@ -94,8 +94,8 @@ TEST_P(ResumeAfterStop, ContinuesBitForBitAsIfNeverStopped) {
   EXPECT_EQ(interrupted.state.batches_done_in_epoch, point.batches_done);
   test::TempDir dir;
   auto path = dir.file("checkpoint.safetensors");
-  artifact::save_model_file(path,
-                            {test::tiny_model_options(d), d.spec(), d.options(), interrupted.best, interrupted.state});
+  artifact::save_model_file(
+      path, {test::tiny_model_options(d), d.schema(), d.options(), interrupted.best, interrupted.state});
 
   auto loaded = artifact::load_model(path, kCpu);
   Trainer resumed(loaded.model, test::shared(d), test::tiny_train_options(), kCpu);
@@ -133,8 +133,8 @@ TEST(Trainer, Bf16ResumesBitForBitAsIfNeverStopped) {
   ASSERT_TRUE(interrupted.result.interrupted);
   test::TempDir dir;
   auto path = dir.file("checkpoint.safetensors");
-  artifact::save_model_file(path,
-                            {test::tiny_model_options(d), d.spec(), d.options(), interrupted.best, interrupted.state});
+  artifact::save_model_file(
+      path, {test::tiny_model_options(d), d.schema(), d.options(), interrupted.best, interrupted.state});
   auto loaded = artifact::load_model(path, kCpu);
   // The saved run's options, as --resume reads them: the precision comes back with them.
   const auto saved = train_options_from_json(loaded.file.training->config, options);
@@ -202,7 +202,8 @@ TEST(Trainer, RunningOutOfMemoryLeavesTheStepUntakenAndResumesBitForBit) {
   // With the memory there, the run goes on from the checkpoint as if nothing had failed.
   test::TempDir dir;
   const auto path = dir.file("oom.safetensors");
-  artifact::save_model_file(path, {test::tiny_model_options(d), d.spec(), d.options(), trainer.best_weights(), state});
+  artifact::save_model_file(path,
+                            {test::tiny_model_options(d), d.schema(), d.options(), trainer.best_weights(), state});
   auto loaded = artifact::load_model(path, kCpu);
   Trainer resumed(loaded.model, test::shared(d), test::tiny_train_options(), kCpu);
   resumed.resume_from(*loaded.file.training, loaded.file.weights);

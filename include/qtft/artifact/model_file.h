@@ -81,7 +81,7 @@ Lineage lineage_from_json(const nlohmann::json& json);  // throws qtft::Error na
 // "resume.", and JSON metadata (qtft.config, qtft.features, qtft.dataset, qtft.training).
 struct ModelFile {
   model::TftOptions options;
-  data::FeatureSpec features;
+  data::InputSchema features;
   data::DatasetOptions dataset;
   NamedTensors weights;  // module parameter and buffer names
   std::optional<TrainingState> training;

@@ -29,7 +29,7 @@ struct Explanation {
 class ExplanationAccumulator {
  public:
   // The inputs are named by `spec`; encoder length and horizon come from `options`.
-  ExplanationAccumulator(const data::FeatureSpec& spec, const data::DatasetOptions& options);
+  ExplanationAccumulator(const data::InputSchema& spec, const data::DatasetOptions& options);
   void add(const model::TftOutput& out);
   Explanation result() const;
 

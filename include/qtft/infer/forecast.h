@@ -17,7 +17,7 @@ struct TargetUnits {
   data::TargetTransform transform = data::TargetTransform::LogReturn;
   double center = 0.0, scale = 1.0;
 };
-TargetUnits target_units(const data::FeatureSpec& spec, int64_t symbol_id);
+TargetUnits target_units(const data::InputSchema& spec, int64_t symbol_id);
 
 // One window's forecast in original units. `scaled` holds horizon x quantiles values of
 // the scaled target, as the model gives them; `returns` and `prices` receive as many:

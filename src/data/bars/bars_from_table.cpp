@@ -36,8 +36,8 @@ std::string column_list(const arrow::Table& table) {
 
 }  // namespace
 
-DeclaredColumns resolve_declared_inputs(const arrow::Schema& schema, const BarReadOptions& options,
-                                        const std::string& source) {
+InputDeclaration resolve_declared_inputs(const arrow::Schema& schema, const BarReadOptions& options,
+                                         const std::string& source, std::vector<std::string>* unused) {
   const auto& names = options.columns;
   std::vector<std::string> columns;
   for (const auto& f : schema.fields()) columns.push_back(f->name());
@@ -45,7 +45,7 @@ DeclaredColumns resolve_declared_inputs(const arrow::Schema& schema, const BarRe
   const bool price = names.close == "close" && !schema.GetFieldByName("close") && schema.GetFieldByName("price");
   return resolve_inputs(options.inputs, columns,
                         {names.open, names.high, names.low, price ? "price" : names.close, names.volume},
-                        {names.timestamp, names.symbol}, source);
+                        {names.timestamp, names.symbol}, source, unused);
 }
 
 BarSet bars_from_table(const arrow::Table& table, const std::string& source, const BarReadOptions& options,
@@ -86,7 +86,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
   bars.source = source;
   if (range_columns == 3) bars.fields.add(BarField::OpenHighLow);
   if (volume_col.array != nullptr) bars.fields.add(BarField::Volume);
-  bars.declared = resolve_declared_inputs(*table.schema(), options, source);
+  bars.declared = resolve_declared_inputs(*table.schema(), options, source, &bars.unused_columns);
   // A source read in parts keeps its levels in the carry: a level has one index in every part.
   std::unordered_map<std::string, CategoryLevels> own_levels;
   auto& levels = carry ? carry->levels : own_levels;

@@ -108,7 +108,7 @@ DeclaredColumn declared_column(const arrow::Table& table, const std::string& sou
 }
 
 std::vector<DeclaredColumn> declared_columns(const arrow::Table& table, const std::string& source,
-                                             const DeclaredColumns& declared, int64_t first_row,
+                                             const InputDeclaration& declared, int64_t first_row,
                                              std::unordered_map<std::string, CategoryLevels>& levels) {
   std::vector<DeclaredColumn> out;
   for (const auto& [reals, categoricals] : {std::pair{&declared.observed, &declared.observed_categorical},

@@ -58,9 +58,10 @@ Normalization parse_normalization(const std::string& name, const std::string& fl
   return parse_enum(kNormalizations, name, flag);
 }
 
-DeclaredColumns without_columns(const InputDeclaration& declaration, const std::string& source) {
-  DeclaredColumns out;
+InputDeclaration without_columns(const InputDeclaration& declaration, const std::string& source) {
+  InputDeclaration out;
   out.missing = declaration.missing;
+  out.from_model = declaration.from_model;
   const auto& zone = declaration.calendar_timezone;
   if (!zone.empty() && !is_time_zone(zone)) {
     throw Error(source + ": " + (declaration.from_model ? "the model's calendar" : "--calendar-timezone") + " zone '" +
@@ -73,10 +74,10 @@ DeclaredColumns without_columns(const InputDeclaration& declaration, const std::
   return out;
 }
 
-DeclaredColumns resolve_inputs(const InputDeclaration& declaration, const std::vector<std::string>& columns,
-                               const std::vector<std::string>& bar_columns, const std::vector<std::string>& not_inputs,
-                               const std::string& source) {
-  DeclaredColumns out = without_columns(declaration, source);
+InputDeclaration resolve_inputs(const InputDeclaration& declaration, const std::vector<std::string>& columns,
+                                const std::vector<std::string>& bar_columns, const std::vector<std::string>& not_inputs,
+                                const std::string& source, std::vector<std::string>* unused) {
+  InputDeclaration out = without_columns(declaration, source);
   std::map<std::string, Claim> claimed;
   auto take = [&](const std::vector<std::string>& patterns, const char* flag, std::vector<std::string>& into) {
     for (const auto& pattern : patterns) {
@@ -132,8 +133,8 @@ DeclaredColumns resolve_inputs(const InputDeclaration& declaration, const std::v
     out.target.column = target;
   }
   for (const auto& c : columns) {
-    if (!contains(bar_columns, c) && !contains(not_inputs, c) && !claimed.count(c) && c != out.target.column)
-      out.unused.push_back(c);
+    if (unused && !contains(bar_columns, c) && !contains(not_inputs, c) && !claimed.count(c) && c != out.target.column)
+      unused->push_back(c);
   }
   return out;
 }
@@ -220,14 +221,19 @@ std::vector<std::string> reals_then_categoricals(const std::vector<std::string>&
 }
 }  // namespace
 
-std::vector<std::string> DeclaredColumns::observed_columns() const {
+std::vector<std::string> InputDeclaration::observed_columns() const {
   return reals_then_categoricals(observed, observed_categorical);
 }
-std::vector<std::string> DeclaredColumns::known_columns() const {
+std::vector<std::string> InputDeclaration::known_columns() const {
   return reals_then_categoricals(known, known_categorical);
 }
-std::vector<std::string> DeclaredColumns::static_columns() const {
+std::vector<std::string> InputDeclaration::static_columns() const {
   return reals_then_categoricals(statics, static_categorical);
+}
+bool InputDeclaration::same_columns(const InputDeclaration& o) const {
+  return observed == o.observed && known == o.known && statics == o.statics &&
+         observed_categorical == o.observed_categorical && known_categorical == o.known_categorical &&
+         static_categorical == o.static_categorical && missing == o.missing && target == o.target;
 }
 
 }  // namespace qtft::data

@@ -266,6 +266,7 @@ void JoinedBars::add(BarSet part) {
   if (std::exchange(first_, false)) {
     bars_.fields = part.fields;
     bars_.declared = part.declared;
+    bars_.unused_columns = part.unused_columns;
   }
   const auto where = assembly_.place(part);
   bars_.leading_null_rows += part.leading_null_rows;

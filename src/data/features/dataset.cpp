@@ -49,24 +49,27 @@ void DatasetOptions::validate() const {
 
 Dataset Dataset::build(const BarSet& bars, const DatasetOptions& options) { return assemble(bars, options, nullptr); }
 
-Dataset Dataset::build(const BarSet& bars, const DatasetOptions& options, const FeatureSpec& spec) {
+Dataset Dataset::build(const BarSet& bars, const DatasetOptions& options, const InputSchema& spec) {
   return assemble(bars, options, &spec);
 }
 
-Dataset Dataset::assemble(const BarSet& bars, const DatasetOptions& options, const FeatureSpec* saved) {
+Dataset Dataset::assemble(const BarSet& bars, const DatasetOptions& options, const InputSchema* saved) {
   options.validate();
   BarSpacing spacing;
   for (const auto& s : bars.series) spacing.add(s.timestamp_ns);
-  FeaturePlan plan = plan_features(bars.fields, spacing, bars.declared, saved, bars.source);
-  if (!saved) {
-    SpecFitter fitter(plan.derived, plan.declared, options);
+  InputSchema schema;
+  if (saved) {
+    check_bars_fit(bars.fields, bars.declared, *saved, bars.source);
+    schema = *saved;
+  } else {
+    SchemaFitter fitter(plan_inputs(bars.fields, spacing, bars.declared, bars.source), options);
     for (const auto& s : bars.series) fitter.add(s);
-    plan.spec = fitter.finish();
+    schema = fitter.finish();
   }
   auto owned = std::make_shared<std::vector<SeriesFeatures>>();
   owned->reserve(bars.series.size());
   for (size_t i = 0; i < bars.series.size(); ++i) {
-    owned->push_back(dataset_series(bars.series[i], i, bars.series.size(), plan, options, bars.source));
+    owned->push_back(dataset_series(bars.series[i], i, bars.series.size(), schema, options, bars.source));
   }
   std::vector<SeriesView> views;
   int64_t unknown = 0;
@@ -74,17 +77,17 @@ Dataset Dataset::assemble(const BarSet& bars, const DatasetOptions& options, con
     views.push_back(view_of(f));
     unknown += f.unknown_category_rows;
   }
-  Dataset d = over(options, std::move(plan.spec), bars.source, std::move(views), std::move(owned));
-  d.set_notes({bars.declared.unused, bars.leading_null_rows, unknown});
+  Dataset d = over(options, std::move(schema), bars.source, std::move(views), std::move(owned));
+  d.set_notes({bars.unused_columns, bars.leading_null_rows, unknown});
   return d;
 }
 
-Dataset Dataset::over(const DatasetOptions& options, FeatureSpec spec, std::string source,
+Dataset Dataset::over(const DatasetOptions& options, InputSchema spec, std::string source,
                       std::vector<SeriesView> series, std::shared_ptr<const void> storage, ViewReader reader) {
   options.validate();
   Dataset d;
   d.options_ = options;
-  d.spec_ = std::move(spec);
+  d.schema_ = std::move(spec);
   d.source_ = std::move(source);
   d.series_ = std::move(series);
   d.storage_ = std::move(storage);

@@ -19,13 +19,13 @@ std::string listed(const std::vector<std::string>& names) {
   return out;
 }
 
-std::string names(const std::vector<FeatureStats>& stats) {
+std::string names(const std::vector<SchemaInput>& stats) {
   std::vector<std::string> all;
   for (const auto& s : stats) all.push_back(s.name);
   return listed(all);
 }
 
-std::string count_of(const std::vector<FeatureStats>& stats, const char* kind) {
+std::string count_of(const std::vector<SchemaInput>& stats, const char* kind) {
   const auto declared = input_names(stats, InputSource::Column).size();
   const auto categorical = std::count_if(stats.begin(), stats.end(), [](const auto& f) { return f.categorical; });
   std::string out = std::to_string(stats.size()) + " " + kind;
@@ -37,7 +37,7 @@ std::string count_of(const std::vector<FeatureStats>& stats, const char* kind) {
   return out;
 }
 
-std::string stats_line(const FeatureStats& s) {
+std::string stats_line(const SchemaInput& s) {
   char buf[160];
   if (s.categorical) {
     std::snprintf(buf, sizeof buf, "    %-18s categorical, %zu levels and an unknown entry\n", s.name.c_str(),
@@ -52,7 +52,7 @@ std::string stats_line(const FeatureStats& s) {
 
 std::string summarize_dataset(const Dataset& dataset) {
   const auto& o = dataset.options();
-  const auto& spec = dataset.spec();
+  const auto& spec = dataset.schema();
   const auto& series = dataset.series();
   // A series of n bars has n - 1 feature rows: its first bar has no return.
   size_t bars = 0;
@@ -74,17 +74,17 @@ std::string summarize_dataset(const Dataset& dataset) {
   if (!input_names(spec.observed, InputSource::Column).empty() ||
       !input_names(spec.known, InputSource::Column).empty() || !spec.statics.empty()) {
     // The symbol is the static input every model has.
-    std::vector<FeatureStats> statics(1);
+    std::vector<SchemaInput> statics(1);
     statics[0].name = "symbol";
     statics.insert(statics.end(), spec.statics.begin(), spec.statics.end());
     out += "  input counts: " + count_of(spec.observed, "observed") + ", " + count_of(spec.known, "known") + ", " +
            count_of(statics, "static") + "\n";
   }
   // Said when it is not the intraday calendar in UTC that every model had before.
-  const auto calendar = calendar_of(derived_inputs_of(spec, "the dataset"));
-  if (!spec.calendar_timezone.empty() || calendar != calendar_for_spacing(0)) {
+  const auto calendar = calendar_of(spec.derived);
+  if (!spec.calendar_timezone().empty() || calendar != calendar_for_spacing(0)) {
     out += "  calendar: " + calendar_list(calendar, ", ") + " in " +
-           (spec.calendar_timezone.empty() ? std::string("UTC") : spec.calendar_timezone) + "\n";
+           (spec.calendar_timezone().empty() ? std::string("UTC") : spec.calendar_timezone()) + "\n";
   }
   const auto& notes = dataset.notes();
   if (!notes.unused_columns.empty()) {
@@ -100,7 +100,7 @@ std::string summarize_dataset(const Dataset& dataset) {
     out += "  unknown levels: " + std::to_string(notes.unknown_category_rows) +
            " rows hold a categorical level the training split does not have (mapped to the unknown entry)\n";
   }
-  const auto& t = spec.target;
+  const auto& t = spec.target();
   const std::string what = t.transform == TargetTransform::LogReturn ? "one-bar log returns"
                            : t.transform == TargetTransform::None
                                ? "values"

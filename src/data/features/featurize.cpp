@@ -13,16 +13,16 @@
 namespace qtft::data {
 namespace {
 
-size_t derived_count(const std::vector<FeatureStats>& stats) {
-  return static_cast<size_t>(std::count_if(stats.begin(), stats.end(),
-                                           [](const FeatureStats& f) { return f.source == InputSource::Derived; }));
+size_t derived_count(const std::vector<SchemaInput>& stats) {
+  return static_cast<size_t>(
+      std::count_if(stats.begin(), stats.end(), [](const SchemaInput& f) { return f.source == InputSource::Derived; }));
 }
 
 // How a series' categorical cells become features under `stats`: per input, its level
 // index + 1 in the spec's vocabulary by the series' own index, 0 for a level the
 // vocabulary lacks; empty for a real input.
 using CategoryMaps = std::vector<std::vector<double>>;
-CategoryMaps category_maps(const std::vector<FeatureStats>& stats, const std::vector<std::vector<std::string>>& levels,
+CategoryMaps category_maps(const std::vector<SchemaInput>& stats, const std::vector<std::vector<std::string>>& levels,
                            const std::string& symbol) {
   CategoryMaps maps(stats.size());
   const size_t derived = derived_count(stats);
@@ -43,7 +43,7 @@ using UnknownCodes = std::set<std::pair<size_t, size_t>>;
 // Rows of `raw` (width stats.size()) normalized by `stats`, categorical cells through
 // `maps`; marks in `unknown_rows` (one flag a row) the rows holding a level the vocabulary
 // lacks, and adds those cells' input and level to `unknown_codes` when given.
-void normalize_into(const std::vector<double>& raw, const std::vector<FeatureStats>& stats, const CategoryMaps& maps,
+void normalize_into(const std::vector<double>& raw, const std::vector<SchemaInput>& stats, const CategoryMaps& maps,
                     std::vector<float>& out, std::vector<uint8_t>& unknown_rows,
                     UnknownCodes* unknown_codes = nullptr) {
   out.resize(raw.size());
@@ -65,7 +65,7 @@ void normalize_into(const std::vector<double>& raw, const std::vector<FeatureSta
 }
 
 // The levels behind `codes` by name, in input order, appended to `out`.
-void name_unknown_levels(const UnknownCodes& codes, const std::vector<FeatureStats>& stats,
+void name_unknown_levels(const UnknownCodes& codes, const std::vector<SchemaInput>& stats,
                          const std::vector<std::vector<std::string>>& levels, const std::string& symbol,
                          std::vector<UnknownLevel>& out) {
   const size_t derived = derived_count(stats);
@@ -74,7 +74,7 @@ void name_unknown_levels(const UnknownCodes& codes, const std::vector<FeatureSta
   }
 }
 
-const FeatureSpec::SeriesStats& series_stats_of(const FeatureSpec& spec, int64_t symbol_id) {
+const InputSchema::SeriesStats& series_stats_of(const InputSchema& spec, int64_t symbol_id) {
   if (symbol_id < 0 || static_cast<size_t>(symbol_id) >= spec.series_stats.size()) {
     throw Error("feature spec: no per-series statistics for symbol id " + std::to_string(symbol_id) + " of " +
                 std::to_string(spec.series_stats.size()));
@@ -94,13 +94,13 @@ const std::vector<std::string>& series_levels(const std::vector<std::vector<std:
   return levels[c];
 }
 
-TargetScaling target_scaling_of(const FeatureSpec& spec, int64_t symbol_id) {
+TargetScaling target_scaling_of(const InputSchema& spec, int64_t symbol_id) {
   if (spec.series_stats.empty()) return {spec.target_center, spec.target_scale};
   const auto& own = series_stats_of(spec, symbol_id);
   return {own.target_center, own.target_scale};
 }
 
-SeriesNormalization normalization_of(const FeatureSpec& spec, int64_t symbol_id) {
+SeriesNormalization normalization_of(const InputSchema& spec, int64_t symbol_id) {
   SeriesNormalization out{spec.observed, spec.known, spec.target_center, spec.target_scale};
   if (spec.series_stats.empty()) return out;
   const auto& own = series_stats_of(spec, symbol_id);
@@ -117,17 +117,16 @@ SeriesNormalization normalization_of(const FeatureSpec& spec, int64_t symbol_id)
   return out;
 }
 
-SeriesFeatures featurize_series(const BarSeries& s, const FeatureSpec& spec, int64_t symbol_id) {
+SeriesFeatures featurize_series(const BarSeries& s, const InputSchema& spec, int64_t symbol_id) {
   RawFeatures raw;
   SeriesFeatures f;
   featurize_series(s, spec, symbol_id, raw, f);
   return f;
 }
 
-void featurize_series(const BarSeries& s, const FeatureSpec& spec, int64_t symbol_id, RawFeatures& raw,
+void featurize_series(const BarSeries& s, const InputSchema& spec, int64_t symbol_id, RawFeatures& raw,
                       SeriesFeatures& f) {
-  compute_raw_features(s, derived_inputs_of(spec, "symbol '" + s.symbol + "': the feature spec"),
-                       spec.calendar_timezone, spec.target, raw);
+  compute_raw_features(s, spec.derived, spec.calendar_timezone(), spec.target(), raw);
   if (raw.observed_width != spec.observed.size() || raw.known_width != spec.known.size() ||
       raw.statics.size() != spec.statics.size()) {
     throw Error("symbol '" + s.symbol + "': its bars give " + std::to_string(raw.observed_width) + " observed, " +
@@ -139,7 +138,7 @@ void featurize_series(const BarSeries& s, const FeatureSpec& spec, int64_t symbo
   f.symbol_id = symbol_id;
   f.first_bar_ns = s.size() > 0 ? s.timestamp_ns.front() : 0;
   f.timestamp_ns.assign(s.timestamp_ns.begin() + (s.size() > 0 ? 1 : 0), s.timestamp_ns.end());
-  const auto& level = spec.target.column.empty() ? s.close : s.target_values;
+  const auto& level = spec.target().column.empty() ? s.close : s.target_values;
   f.close.assign(level.begin() + (s.size() > 0 ? 1 : 0), level.end());
   const bool per_series = !spec.series_stats.empty();
   const SeriesNormalization own = per_series ? normalization_of(spec, symbol_id) : SeriesNormalization{};
@@ -169,7 +168,7 @@ void featurize_series(const BarSeries& s, const FeatureSpec& spec, int64_t symbo
 }
 
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
-                                   std::span<const std::vector<double>> declared_known, const FeatureSpec& spec,
+                                   std::span<const std::vector<double>> declared_known, const InputSchema& spec,
                                    int64_t symbol_id, std::span<const std::vector<std::string>> known_levels,
                                    std::vector<UnknownLevel>* unknown_levels) {
   const auto declared = input_names(spec.known, InputSource::Column);
@@ -182,8 +181,8 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
     }
   }
   std::vector<int64_t> wall_clock;
-  local_wall_clock(timestamps_ns, spec.calendar_timezone, wall_clock);
-  const CalendarFeatures calendar(calendar_inputs_of(spec, "the feature spec"));
+  local_wall_clock(timestamps_ns, spec.calendar_timezone(), wall_clock);
+  const CalendarFeatures calendar(spec.derived.known);
   std::vector<double> raw;
   raw.reserve(timestamps_ns.size() * spec.known.size());
   // The layout of compute_raw_features: the calendar terms, then the declared columns.
@@ -215,7 +214,7 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
   return out;
 }
 
-std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec) {
+std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const InputSchema& spec) {
   return known_inputs_at(timestamps_ns, {}, spec, 0);
 }
 

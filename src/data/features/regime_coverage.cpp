@@ -79,7 +79,7 @@ RegimeCoverage regime_coverage(const Dataset& dataset, std::span<const size_t> c
     const auto& series = dataset.series()[w.series];
     dataset.copy(series.target.subspan(w.start, length), returns.data());
     auto r = window_regime(returns);
-    r.volatility *= target_scaling_of(dataset.spec(), series.symbol_id).scale;
+    r.volatility *= target_scaling_of(dataset.schema(), series.symbol_id).scale;
     return r;
   };
 

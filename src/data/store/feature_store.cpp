@@ -25,8 +25,8 @@
 #include "qtft/common/error.h"
 #include "qtft/data/bars/arrow_bars.h"
 #include "qtft/data/bars/parquet_dataset.h"
-#include "qtft/data/features/detail/feature_spec_json.h"
 #include "qtft/data/features/detail/features.h"
+#include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/data/store/detail/feature_store_parts.h"
 #include "qtft/data/store/detail/store_format.h"
 #include "qtft/io/atomic_file.h"
@@ -42,7 +42,7 @@ using nlohmann::json;
 
 // `declared`: the declaration resolved against the source's columns, so that a glob and the
 // names it matches (a model's spec) are one store.
-json read_options_json(const BarReadOptions& r, const DeclaredColumns& declared) {
+json read_options_json(const BarReadOptions& r, const InputDeclaration& declared) {
   const auto& c = r.columns;
   json out{{"timestamp", c.timestamp},
            {"open", c.open},
@@ -80,7 +80,7 @@ json read_options_json(const BarReadOptions& r, const DeclaredColumns& declared)
 
 // The source's column names resolved against its declaration (the first file of a folder:
 // every file has its columns).
-DeclaredColumns declared_columns(const BarSource& source) {
+InputDeclaration declared_columns(const BarSource& source) {
   if (source.read.inputs.empty()) return without_columns(source.read.inputs, describe_source(source));
   // A CSV has no footer to read a schema from: Arrow reads the table, the bars are not built.
   if (!source.csv_file.empty())
@@ -123,8 +123,8 @@ std::string absolute_source(const BarSource& source) {
 }
 
 // `files`: source_files(source), listed once by callers that need several fingerprints.
-json fingerprint(const BarSource& source, const json& files, const DeclaredColumns& declared,
-                 const DatasetOptions& options, const FeatureSpec* saved) {
+json fingerprint(const BarSource& source, const json& files, const InputDeclaration& declared,
+                 const DatasetOptions& options, const InputSchema* saved) {
   json fp{{"version", kFormatVersion},
           {"source", absolute_source(source)},
           {"format", source.parquet_file.empty() ? "csv" : "parquet"},
@@ -226,12 +226,12 @@ Dataset dataset_over(std::shared_ptr<MappedStore> store, const std::string& path
     corrupt(path, "another format or version");
   }
   DatasetOptions options;
-  FeatureSpec spec;
+  InputSchema spec;
   std::vector<SeriesView> views;
   ReadNotes notes;
   try {
     options = dataset_options_from_json(index.at("windows"));
-    spec = feature_spec_from_json(index.at("spec"));
+    spec = input_schema_from_json(index.at("spec"));
     const uint64_t n_obs = spec.observed.size(), n_known = spec.known.size(), n_static = spec.statics.size();
     for (const auto& e : index.at("series")) {
       SeriesView v;
@@ -341,36 +341,36 @@ std::string store_folder_of(const BarSource& source) {
 
 }  // namespace
 
-BarSource with_model_inputs(BarSource source, const FeatureSpec& spec) {
-  source.read.inputs = declaration_of(spec);
+BarSource with_model_inputs(BarSource source, const InputSchema& spec) {
+  source.read.inputs = spec.declared;
   return source;
 }
 
 namespace {
 // Both entry points' work: find the store, or build it in parts of `part_rows` rows.
-StorePreparation prepare(const BarSource& given, const DatasetOptions& options, const FeatureSpec* saved,
+StorePreparation prepare(const BarSource& given, const DatasetOptions& options, const InputSchema* saved,
                          StoreAccess access, uint64_t part_rows);
 }  // namespace
 
-StorePreparation prepare_feature_store(const BarSource& given, const DatasetOptions& options, const FeatureSpec* saved,
+StorePreparation prepare_feature_store(const BarSource& given, const DatasetOptions& options, const InputSchema* saved,
                                        StoreAccess access) {
   return prepare(given, options, saved, access, 0);
 }
 
 StorePreparation detail::prepare_feature_store_in_parts(const BarSource& source, const DatasetOptions& options,
-                                                        const FeatureSpec* saved, uint64_t part_rows) {
+                                                        const InputSchema* saved, uint64_t part_rows) {
   return prepare(source, options, saved, StoreAccess::BuildIfNeeded, part_rows);
 }
 
 namespace {
 
-StorePreparation prepare(const BarSource& given, const DatasetOptions& options, const FeatureSpec* saved,
+StorePreparation prepare(const BarSource& given, const DatasetOptions& options, const InputSchema* saved,
                          StoreAccess access, uint64_t part_rows) {
   options.validate();
   const BarSource source = saved ? with_model_inputs(given, *saved) : given;
   const fs::path folder = store_folder_of(source);
   const json files = source_files(source);
-  const DeclaredColumns declared = declared_columns(source);
+  const InputDeclaration declared = declared_columns(source);
   if (saved) {
     // A model trained from this source carries the fitted store's own statistics: that
     // store serves it as is, rather than a second store of the same numbers.
@@ -399,7 +399,7 @@ StorePreparation prepare(const BarSource& given, const DatasetOptions& options, 
 
 Dataset map_feature_store(const std::string& path) { return dataset_over(open_store(path), path); }
 
-Dataset open_dataset(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,
+Dataset open_dataset(const BarSource& source, const DatasetOptions& options, const InputSchema* saved,
                      StoreAccess access, const std::function<void(const StorePreparation&)>& prepared) {
   if (source.feature_store_folder().empty()) {
     const BarSet bars = load_bars(saved ? with_model_inputs(source, *saved) : source);

@@ -11,8 +11,8 @@
 #include "qtft/common/error.h"
 #include "qtft/data/bars/arrow_bars.h"
 #include "qtft/data/bars/parquet_dataset.h"
-#include "qtft/data/features/detail/feature_spec_json.h"
 #include "qtft/data/features/detail/features.h"
+#include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/data/store/detail/store_format.h"
 #include "qtft/io/atomic_file.h"
 
@@ -33,7 +33,8 @@ struct SpilledChunk {
 struct Spill {
   BarFields fields;
   BarSpacing spacing;  // every gap of every series, across parts too
-  DeclaredColumns declared;
+  InputDeclaration declared;
+  std::vector<std::string> unused_columns;
   // Each series' categorical levels: its latest part's, which holds every earlier part's
   // levels at the same indices (the parts of a source share one DeclaredCarry).
   struct Levels {
@@ -62,6 +63,7 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
     if (first) {
       spill.fields = part.fields;
       spill.declared = part.declared;
+      spill.unused_columns = part.unused_columns;
     }
     const auto where = assembly.place(part);
     spill.leading_null_rows += part.leading_null_rows;
@@ -175,7 +177,7 @@ const BarSeries& spilled_bars(const Spill& spill, const SpillReader& file, size_
 // and its features in float come to about this many bytes, whatever the series' length.
 constexpr uint64_t kPartBytes = 64ull << 20;
 
-uint64_t default_part_rows(const DeclaredColumns& declared) {
+uint64_t default_part_rows(const InputDeclaration& declared) {
   // The bars' own columns and the derived inputs, about a dozen, and the declared columns.
   const uint64_t columns =
       12 + declared.observed_columns().size() + declared.known_columns().size() + declared.static_columns().size();
@@ -196,7 +198,7 @@ void for_each_part(const Spill& spill, const SpillReader& file, size_t series, u
 
 }  // namespace
 
-StorePreparation build_store(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,
+StorePreparation build_store(const BarSource& source, const DatasetOptions& options, const InputSchema* saved,
                              const json& fp, const fs::path& path, uint64_t part_rows) {
   const auto start = std::chrono::steady_clock::now();
   io::AtomicFile store_file(path);
@@ -223,20 +225,23 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
     BarSeries bars;
     RawFeatures raw;
     SeriesFeatures f;
-    FeaturePlan plan = plan_features(spill.fields, spill.spacing, spill.declared, saved, spill.source);
-    if (!saved) {
-      SpecFitter fitter(plan.derived, plan.declared, options);
+    InputSchema schema;
+    if (saved) {
+      check_bars_fit(spill.fields, spill.declared, *saved, spill.source);
+      schema = *saved;
+    } else {
+      SchemaFitter fitter(plan_inputs(spill.fields, spill.spacing, spill.declared, spill.source), options);
       for (size_t i = 0; i < spill.symbols.size(); ++i) {
         for_each_part(spill, spilled, i, series_bars[i], part_rows, bars,
                       [&](const BarSeries& part, uint64_t first_row) { fitter.add_part(part, first_row, rows_of(i)); });
       }
-      plan.spec = fitter.finish();
+      schema = fitter.finish();
     }
 
     ArrayWriter out_file(store_file.temp_path(), shown);
     out_file.write(kHeadMagic, sizeof kHeadMagic);
     json series = json::array();
-    const uint64_t observed_width = plan.spec.observed.size(), known_width = plan.spec.known.size();
+    const uint64_t observed_width = schema.observed.size(), known_width = schema.known.size();
     for (size_t i = 0; i < spill.symbols.size(); ++i) {
       const auto rows = static_cast<uint64_t>(rows_of(i));
       out.bars += static_cast<int64_t>(series_bars[i]);
@@ -252,7 +257,7 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
       std::vector<float> statics;
       for_each_part(spill, spilled, i, series_bars[i], part_rows, bars, [&](const BarSeries& part, uint64_t first_row) {
         // featurize_series has checked the widths against the spec.
-        dataset_series(part, i, spill.symbols.size(), plan, options, spill.source, raw, f);
+        dataset_series(part, i, spill.symbols.size(), schema, options, spill.source, raw, f);
         if (first_row == 0) {
           entry = {{"symbol", f.symbol}, {"symbol_id", f.symbol_id}, {"first_bar_ns", f.first_bar_ns}};
           statics = f.statics;
@@ -277,15 +282,10 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
     }
     out_file.pad();
     const uint64_t data_bytes = out_file.offset();
-    json index{{"format", "qtft-feature-store"},
-               {"version", kFormatVersion},
-               {"fingerprint", fp},
-               {"windows", to_json(options)},
-               {"spec", to_json(plan.spec)},
-               {"bars", out.bars},
-               {"data_bytes", data_bytes},
-               {"series", series}};
-    if (!spill.declared.unused.empty()) index["unused_columns"] = spill.declared.unused;
+    json index{{"format", "qtft-feature-store"}, {"version", kFormatVersion}, {"fingerprint", fp},
+               {"windows", to_json(options)},    {"spec", to_json(schema)},   {"bars", out.bars},
+               {"data_bytes", data_bytes},       {"series", series}};
+    if (!spill.unused_columns.empty()) index["unused_columns"] = spill.unused_columns;
     if (spill.leading_null_rows > 0) index["leading_null_rows"] = spill.leading_null_rows;
     const std::string text = index.dump();
     out_file.write(text.data(), text.size());

@@ -38,9 +38,10 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
 void read_parquet_batches(const std::string& path,
                           const std::function<void(std::shared_ptr<arrow::Table> batch, int64_t first_row)>& use);
 // The declared inputs of `options` resolved against a file's columns, as bars_from_table
-// resolves them (the bar columns in use never match a glob).
-DeclaredColumns resolve_declared_inputs(const arrow::Schema& schema, const BarReadOptions& options,
-                                        const std::string& source);
+// resolves them (the bar columns in use never match a glob), and the columns no input reads
+// into `unused` when given.
+InputDeclaration resolve_declared_inputs(const arrow::Schema& schema, const BarReadOptions& options,
+                                         const std::string& source, std::vector<std::string>* unused = nullptr);
 
 std::shared_ptr<arrow::Table> read_parquet_table(const std::string& path);
 // Each series' last `keep` bars of a Parquet file and its future rows, what a forecast reads:

@@ -17,7 +17,7 @@ struct BarSeries {
   std::vector<double> close;
   std::vector<double> volume;  // empty when the source had no volume (FX quotes)
   // The values of the declared input columns (BarSet::declared), one vector per column, in
-  // the order of DeclaredColumns::observed_columns() and known_columns(): each kind's reals,
+  // the order of InputDeclaration::observed_columns() and known_columns(): each kind's reals,
   // then its categoricals. A categorical cell holds its level's index in the column's levels.
   std::vector<std::vector<double>> declared_observed, declared_known;
   // The declared static columns (static_columns()), one value per bar, the same at every bar.
@@ -50,8 +50,10 @@ void append_bars(BarSeries& to, const BarSeries& from);
 struct BarSet {
   std::string source;  // the file name, or "embedded synthetic data"
   BarFields fields;    // the optional columns present: open/high/low, volume
-  // The declared input columns every series carries, and the file's columns no input reads.
-  DeclaredColumns declared;
+  // The declared input columns every series carries (resolved: the columns themselves), and
+  // the file's columns that no input reads.
+  InputDeclaration declared;
+  std::vector<std::string> unused_columns;
   // Bars dropped, over all series, before each series' first row with every declared input.
   int64_t leading_null_rows = 0;
   std::vector<BarSeries> series;

@@ -50,11 +50,12 @@ struct TargetDeclaration {
 // categorical by mistake, whose vocabulary would be a table the size of the file.
 inline constexpr size_t kMaxCategoryLevels = 10'000;
 
-// Which columns of a file feed the model besides the inputs derived from the bars, by kind,
-// as the user declared them: column names or globs ('f_*', 'rv_??'), in order. Observed
-// inputs are known up to each bar, known inputs also for the bars ahead, static inputs are
-// constant within a series. Real columns hold numbers; categorical ones text, dictionary or
-// integer values, each value a level with an embedding of its own.
+// Which columns of a file feed the model besides the inputs derived from the bars, by kind:
+// as the user declared them, column names or globs ('f_*', 'rv_??'), in order; resolved
+// against a file (resolve_inputs), the columns themselves, a glob's matches in the file's
+// order. Observed inputs are known up to each bar, known inputs also for the bars ahead,
+// static inputs are constant within a series. Real columns hold numbers; categorical ones
+// text, dictionary or integer values, each value a level with an embedding of its own.
 struct InputDeclaration {
   std::vector<std::string> observed;
   std::vector<std::string> known;
@@ -66,14 +67,26 @@ struct InputDeclaration {
   std::string calendar_timezone;
   // The calendar's terms (--calendar); none given: those that vary at the bars' spacing.
   std::optional<std::vector<CalendarTerm>> calendar;
-  // The target (--target-column, --target-transform, --normalize).
+  // The target (--target-column, --target-transform, --normalize); resolved, its column is
+  // empty for the close (also when the close was named).
   TargetDeclaration target;
-  // A saved model's columns (data::declaration_of) rather than the user's flags: errors say so.
+  // A saved model's columns (InputSchema::declared) rather than the user's flags: errors say so.
   bool from_model = false;
   bool empty() const {  // declares no column
     return observed.empty() && known.empty() && statics.empty() && observed_categorical.empty() &&
            known_categorical.empty() && static_categorical.empty() && target.column.empty();
   }
+  // Each kind's columns in the order bars and features hold them: its reals, then its
+  // categoricals.
+  std::vector<std::string> observed_columns() const;
+  std::vector<std::string> known_columns() const;
+  std::vector<std::string> static_columns() const;
+  bool has_categoricals() const {
+    return !observed_categorical.empty() || !known_categorical.empty() || !static_categorical.empty();
+  }
+  // The same columns of each kind, the same missing values and target; the calendar and
+  // from_model aside.
+  bool same_columns(const InputDeclaration& other) const;
 };
 
 // A declaration file (--inputs FILE), JSON: {"observed": ["lead_signal", "f_*"], "known":
@@ -87,37 +100,10 @@ InputDeclaration read_input_declaration(const std::string& path);
 // UsageError when both name one and they differ).
 void append_declaration(InputDeclaration& into, const InputDeclaration& more);
 
-// A declaration resolved against one file's columns: the columns of each kind, in the order
-// of the declaration (a glob's matches in the file's order), and the file's columns that no
-// input reads (neither a bar column in use nor declared).
-struct DeclaredColumns {
-  std::vector<std::string> observed;
-  std::vector<std::string> known;
-  std::vector<std::string> statics;
-  std::vector<std::string> observed_categorical, known_categorical, static_categorical;
-  std::vector<std::string> unused;
-  MissingValues missing = MissingValues::Error;
-  std::string calendar_timezone;                      // checked against the tz database; empty for UTC
-  std::optional<std::vector<CalendarTerm>> calendar;  // as declared
-  // The target; its column is empty for the close (also when the close was named).
-  TargetDeclaration target;
-  bool empty() const {  // reads no column
-    return observed.empty() && known.empty() && statics.empty() && observed_categorical.empty() &&
-           known_categorical.empty() && static_categorical.empty() && target.column.empty();
-  }
-  // Each kind's columns in the order bars and features hold them: its reals, then its
-  // categoricals.
-  std::vector<std::string> observed_columns() const;
-  std::vector<std::string> known_columns() const;
-  std::vector<std::string> static_columns() const;
-  bool has_categoricals() const {
-    return !observed_categorical.empty() || !known_categorical.empty() || !static_categorical.empty();
-  }
-};
 // A declaration of no column (its missing values and calendar only): what bars without
 // declared columns, such as the embedded data, are read under. Throws qtft::Error naming
 // `source` for a calendar zone the tz database does not know.
-DeclaredColumns without_columns(const InputDeclaration& declaration, const std::string& source);
+InputDeclaration without_columns(const InputDeclaration& declaration, const std::string& source);
 
 // `columns` are the file's column names in file order; `bar_columns` those the bar reader
 // takes (timestamp, symbol, prices, volume), which a glob never matches. Throws qtft::Error
@@ -125,9 +111,10 @@ DeclaredColumns without_columns(const InputDeclaration& declaration, const std::
 // nothing, a column declared twice or under two kinds, and a timestamp or symbol column
 // declared as an input (`not_inputs`), and for a calendar zone the tz database does not know.
 // The target column is a name, not a glob; `bar_columns[3]` is the close column in use, which
-// as a target stands for the bars' close.
-DeclaredColumns resolve_inputs(const InputDeclaration& declaration, const std::vector<std::string>& columns,
-                               const std::vector<std::string>& bar_columns, const std::vector<std::string>& not_inputs,
-                               const std::string& source);
+// as a target stands for the bars' close. `unused`, when given, receives the file's columns
+// that no input reads (neither a bar column in use nor declared).
+InputDeclaration resolve_inputs(const InputDeclaration& declaration, const std::vector<std::string>& columns,
+                                const std::vector<std::string>& bar_columns, const std::vector<std::string>& not_inputs,
+                                const std::string& source, std::vector<std::string>* unused = nullptr);
 
 }  // namespace qtft::data

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "qtft/data/features/feature_plan.h"
-#include "qtft/data/features/feature_spec.h"
+#include "qtft/data/features/input_schema.h"
+#include "qtft/data/features/schema_fitter.h"
 #include "qtft/data/features/series_features.h"
 #include "qtft/data/features/windows.h"
 
@@ -25,25 +25,25 @@ class Dataset {
   // Computes the feature spec (normalization) from the training split.
   static Dataset build(const BarSet& bars, const DatasetOptions& options);
   // Applies a saved spec (evaluation, prediction, fine-tuning on new data).
-  static Dataset build(const BarSet& bars, const DatasetOptions& options, const FeatureSpec& spec);
+  static Dataset build(const BarSet& bars, const DatasetOptions& options, const InputSchema& spec);
   // Copies `bytes` bytes at `from`, inside one of the series' views, to `to`.
   using ViewReader = std::function<void(const void* from, size_t bytes, void* to)>;
   // Features held elsewhere (a mapped feature store); `storage` keeps the views valid and
   // `reader`, when given, is how batches copy from them (the store reads its file, so that
   // its pages stay in the page cache instead of the process's resident set).
   // Throws qtft::Error naming `source` when a split has no window.
-  static Dataset over(const DatasetOptions& options, FeatureSpec spec, std::string source,
+  static Dataset over(const DatasetOptions& options, InputSchema spec, std::string source,
                       std::vector<SeriesView> series, std::shared_ptr<const void> storage, ViewReader reader = {});
 
   const DatasetOptions& options() const { return options_; }
-  const FeatureSpec& spec() const { return spec_; }
+  const InputSchema& schema() const { return schema_; }
   const std::string& source() const { return source_; }
   const std::vector<SeriesView>& series() const { return series_; }
   const ReadNotes& notes() const { return notes_; }
   void set_notes(ReadNotes notes) { notes_ = std::move(notes); }
-  size_t num_observed() const { return spec_.observed.size(); }
-  size_t num_known() const { return spec_.known.size(); }
-  size_t num_static() const { return spec_.statics.size(); }
+  size_t num_observed() const { return schema_.observed.size(); }
+  size_t num_known() const { return schema_.known.size(); }
+  size_t num_static() const { return schema_.statics.size(); }
   size_t num_windows(Split split) const;
   // What batches and passes over whole splits use rather than dereferencing the views.
   template <class T>
@@ -61,12 +61,12 @@ class Dataset {
   size_t first_window(Split split, size_t series) const { return first_window_[static_cast<size_t>(split)][series]; }
 
  private:
-  static Dataset assemble(const BarSet& bars, const DatasetOptions& options, const FeatureSpec* saved);
+  static Dataset assemble(const BarSet& bars, const DatasetOptions& options, const InputSchema* saved);
   void index_windows();
   void require_a_window_per_split() const;
 
   DatasetOptions options_;
-  FeatureSpec spec_;
+  InputSchema schema_;
   std::string source_;
   std::vector<SeriesView> series_;
   ReadNotes notes_;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "qtft/data/bars/bars.h"
-#include "qtft/data/features/feature_spec.h"
+#include "qtft/data/features/input_schema.h"
 #include "qtft/data/features/unknown_level.h"
 
 namespace qtft::data {
@@ -62,8 +62,8 @@ SeriesView view_of(const SeriesFeatures& features);
 
 // One series' features under `spec`, every row, with no split (all rows in split 0): what
 // Dataset::build computes per symbol, shared with serving so that the two cannot drift.
-SeriesFeatures featurize_series(const BarSeries& series, const FeatureSpec& spec, int64_t symbol_id);
-void featurize_series(const BarSeries& series, const FeatureSpec& spec, int64_t symbol_id, RawFeatures& raw,
+SeriesFeatures featurize_series(const BarSeries& series, const InputSchema& spec, int64_t symbol_id);
+void featurize_series(const BarSeries& series, const InputSchema& spec, int64_t symbol_id, RawFeatures& raw,
                       SeriesFeatures& out);
 // The known inputs of bars at `timestamps_ns` (UTC), normalized by `spec`: timestamps x
 // known. The calendar terms come from the times, on the clock of `spec`'s zone; the declared
@@ -75,10 +75,10 @@ void featurize_series(const BarSeries& series, const FeatureSpec& spec, int64_t 
 // The levels of those columns that the spec's vocabulary lacks take the unknown entry and,
 // when `unknown_levels` is given, are appended to it, each once, in input order.
 std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
-                                   std::span<const std::vector<double>> declared_known, const FeatureSpec& spec,
+                                   std::span<const std::vector<double>> declared_known, const InputSchema& spec,
                                    int64_t symbol_id, std::span<const std::vector<std::string>> known_levels = {},
                                    std::vector<UnknownLevel>* unknown_levels = nullptr);
 // The same for a spec whose known inputs are all derived (the calendar).
-std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const FeatureSpec& spec);
+std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns, const InputSchema& spec);
 
 }  // namespace qtft::data

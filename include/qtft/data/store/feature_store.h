@@ -36,7 +36,7 @@ enum class StoreAccess {
 // The store for `source` under `options` (and `saved`, a model's feature spec, when given).
 // Throws qtft::UsageError when the source has no store folder (the embedded data, or a file
 // without --feature-store).
-StorePreparation prepare_feature_store(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,
+StorePreparation prepare_feature_store(const BarSource& source, const DatasetOptions& options, const InputSchema* saved,
                                        StoreAccess access = StoreAccess::BuildIfNeeded);
 
 // A mapped store as a Dataset; throws qtft::Error naming the file when it is not a complete
@@ -45,11 +45,11 @@ Dataset map_feature_store(const std::string& path);
 
 // `source` reading the declared columns that `spec` (a model's) reads, whatever it declared:
 // how bars are read for a saved model. prepare_feature_store and open_dataset apply it.
-BarSource with_model_inputs(BarSource source, const FeatureSpec& spec);
+BarSource with_model_inputs(BarSource source, const InputSchema& spec);
 
 // What every data-reading command calls: the source's features from its feature store
 // (prepared first; `prepared` hears how) when it has a store folder, else computed in memory.
-Dataset open_dataset(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,
+Dataset open_dataset(const BarSource& source, const DatasetOptions& options, const InputSchema* saved,
                      StoreAccess access = StoreAccess::BuildIfNeeded,
                      const std::function<void(const StorePreparation&)>& prepared = {});
 

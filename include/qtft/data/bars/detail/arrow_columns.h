@@ -83,7 +83,7 @@ DeclaredColumn declared_column(const arrow::Table& table, const std::string& sou
 // The declared columns of every kind in the order bars hold them: observed, known, static,
 // each kind's reals then its categoricals. `levels` gets each categorical column's levels.
 std::vector<DeclaredColumn> declared_columns(const arrow::Table& table, const std::string& source,
-                                             const DeclaredColumns& declared, int64_t first_row,
+                                             const InputDeclaration& declared, int64_t first_row,
                                              std::unordered_map<std::string, CategoryLevels>& levels);
 
 }  // namespace qtft::data

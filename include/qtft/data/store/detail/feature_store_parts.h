@@ -10,6 +10,6 @@ namespace qtft::data::detail {
 // about 64 MiB of a part's working memory holds at the inputs' width, the default). A store is
 // bitwise the same whatever the parts; tests build one in parts of a few rows to show it.
 StorePreparation prepare_feature_store_in_parts(const BarSource& source, const DatasetOptions& options,
-                                                const FeatureSpec* saved, uint64_t part_rows);
+                                                const InputSchema* saved, uint64_t part_rows);
 
 }  // namespace qtft::data::detail

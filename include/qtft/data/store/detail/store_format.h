@@ -103,7 +103,7 @@ void read_fully(int fd, uint64_t offset, size_t bytes, void* to, const std::stri
 
 // Builds the store of `source` under `options` (fitted, or under a saved spec) at `path`,
 // named by the fingerprint `fp`, featurizing each series `part_rows` rows at a time.
-StorePreparation build_store(const BarSource& source, const DatasetOptions& options, const FeatureSpec* saved,
+StorePreparation build_store(const BarSource& source, const DatasetOptions& options, const InputSchema* saved,
                              const nlohmann::json& fp, const std::filesystem::path& path, uint64_t part_rows);
 
 }  // namespace qtft::data

@@ -1,5 +1,5 @@
-// Which inputs a dataset computes and from which columns: a new model's plan from the bars'
-// fields, spacing and declaration, or a saved spec's, checked against the bars it reads.
+// A schema's producers: a new model's planned from the bars' fields, spacing and declaration,
+// a saved model's read back from its inputs' names and checked against the bars it reads.
 #include <algorithm>
 
 #include "qtft/common/error.h"
@@ -10,7 +10,7 @@
 namespace qtft::data {
 namespace {
 
-std::vector<std::string> names_of(const std::vector<FeatureStats>& stats) {
+std::vector<std::string> names_of(const std::vector<SchemaInput>& stats) {
   std::vector<std::string> names;
   for (const auto& s : stats) names.push_back(s.name);
   return names;
@@ -23,9 +23,27 @@ std::string describe_target(const TargetDeclaration& t) {
 
 std::string zone_name(const std::string& zone) { return zone.empty() ? "UTC (no --calendar-timezone)" : zone; }
 
-void check_spec_matches(BarFields fields, const DeclaredColumns& declared, const std::string& source,
-                        const FeatureSpec& spec) {
-  const DerivedInputs derived = derived_inputs_of(spec, source + ": the model");
+std::vector<std::string> categorical_names(const std::vector<SchemaInput>& stats) {
+  std::vector<std::string> names;
+  for (const auto& s : stats) {
+    if (s.categorical) names.push_back(s.name);
+  }
+  return names;
+}
+
+std::vector<std::string> real_column_names(const std::vector<SchemaInput>& stats) {
+  std::vector<std::string> names;
+  for (const auto& s : stats) {
+    if (s.source == InputSource::Column && !s.categorical) names.push_back(s.name);
+  }
+  return names;
+}
+
+}  // namespace
+
+void check_bars_fit(BarFields fields, const InputDeclaration& declared, const InputSchema& saved,
+                    const std::string& source) {
+  const DerivedInputs& derived = saved.derived;
   const BarFields needed = derived.fields_read();
   // A file may carry more columns than the model uses (volume, say); it may not carry fewer.
   if (needed.has(BarField::OpenHighLow) && !fields.has(BarField::OpenHighLow)) {
@@ -36,8 +54,8 @@ void check_spec_matches(BarFields fields, const DeclaredColumns& declared, const
   if (needed.has(BarField::Volume) && !fields.has(BarField::Volume)) {
     throw Error(source + ": the model was trained on bars with volume (input log_volume) but this file has none");
   }
-  if (declared.calendar_timezone != spec.calendar_timezone) {
-    throw Error(source + ": the model's calendar is in " + zone_name(spec.calendar_timezone) +
+  if (declared.calendar_timezone != saved.calendar_timezone()) {
+    throw Error(source + ": the model's calendar is in " + zone_name(saved.calendar_timezone()) +
                 " but the bars were read for " + zone_name(declared.calendar_timezone));
   }
   // The terms, whatever their order: the model's order is the one its rows hold.
@@ -50,15 +68,11 @@ void check_spec_matches(BarFields fields, const DeclaredColumns& declared, const
                 " but the bars were read for the calendar " + calendar_list(*declared.calendar, ",") +
                 " (--calendar, or an --inputs file's \"calendar\")");
   }
-  if (declared.target != spec.target) {
-    throw Error(source + ": the model forecasts " + describe_target(spec.target) + " but the bars were read for " +
+  if (declared.target != saved.target()) {
+    throw Error(source + ": the model forecasts " + describe_target(saved.target()) + " but the bars were read for " +
                 describe_target(declared.target));
   }
-  const InputDeclaration model = declaration_of(spec);
-  if (declared.observed != model.observed || declared.known != model.known || declared.statics != model.statics ||
-      declared.observed_categorical != model.observed_categorical ||
-      declared.known_categorical != model.known_categorical ||
-      declared.static_categorical != model.static_categorical || declared.missing != spec.missing) {
+  if (!declared.same_columns(saved.declared)) {
     auto kinds = [](const auto& d) {
       std::string out = "observed [" + join_names(d.observed) + "], known [" + join_names(d.known) + "]";
       if (!d.statics.empty()) out += ", static [" + join_names(d.statics) + "]";
@@ -69,83 +83,47 @@ void check_spec_matches(BarFields fields, const DeclaredColumns& declared, const
       }
       return out;
     };
-    throw Error(source + ": the model reads the declared columns " + kinds(model) + " but the bars were read with " +
-                kinds(declared));
+    throw Error(source + ": the model reads the declared columns " + kinds(saved.declared) +
+                " but the bars were read with " + kinds(declared));
   }
 }
 
-std::vector<std::string> categorical_names(const std::vector<FeatureStats>& stats) {
-  std::vector<std::string> names;
-  for (const auto& s : stats) {
-    if (s.categorical) names.push_back(s.name);
+InputSchema plan_inputs(BarFields fields, const BarSpacing& spacing, const InputDeclaration& declared,
+                        const std::string& source) {
+  InputSchema schema;
+  const auto calendar = declared.calendar ? *declared.calendar : spacing.calendar();
+  schema.derived = derived_inputs_for(fields, !declared.target.is_close_log_return(), calendar);
+  if (schema.derived.known.empty() && declared.known_columns().empty()) {
+    throw UsageError(source +
+                     ": --calendar none leaves the decoder no input: keep a calendar term or declare a "
+                     "known column (--known, --known-categorical)");
   }
-  return names;
+  schema.declared = declared;
+  schema.declared.calendar.reset();  // the terms are schema.derived.known from here on
+  return schema;
 }
 
-std::vector<std::string> real_column_names(const std::vector<FeatureStats>& stats) {
-  std::vector<std::string> names;
-  for (const auto& s : stats) {
-    if (s.source == InputSource::Column && !s.categorical) names.push_back(s.name);
-  }
-  return names;
-}
-
-}  // namespace
-
-FeaturePlan plan_features(BarFields fields, const BarSpacing& spacing, const DeclaredColumns& declared,
-                          const FeatureSpec* saved, const std::string& source) {
-  FeaturePlan plan;
-  plan.declared = declared;
-  if (!saved) {
-    const auto calendar = declared.calendar ? *declared.calendar : spacing.calendar();
-    plan.derived = derived_inputs_for(fields, !declared.target.is_close_log_return(), calendar);
-    if (plan.derived.known.empty() && declared.known_columns().empty()) {
-      throw UsageError(source +
-                       ": --calendar none leaves the decoder no input: keep a calendar term or declare a "
-                       "known column (--known, --known-categorical)");
-    }
-    return plan;
-  }
-  check_spec_matches(fields, declared, source, *saved);
-  plan.spec = *saved;
-  plan.saved = true;
-  plan.derived = derived_inputs_of(*saved, source + ": the model");
-  return plan;
-}
-
-SeriesFeatures dataset_series(const BarSeries& s, size_t position, size_t series_count, const FeaturePlan& plan,
+SeriesFeatures dataset_series(const BarSeries& s, size_t position, size_t series_count, const InputSchema& schema,
                               const DatasetOptions& options, const std::string& source) {
   RawFeatures raw;
   SeriesFeatures f;
-  dataset_series(s, position, series_count, plan, options, source, raw, f);
+  dataset_series(s, position, series_count, schema, options, source, raw, f);
   return f;
 }
 
-void dataset_series(const BarSeries& s, size_t position, size_t series_count, const FeaturePlan& plan,
+void dataset_series(const BarSeries& s, size_t position, size_t series_count, const InputSchema& schema,
                     const DatasetOptions& options, const std::string& source, RawFeatures& raw, SeriesFeatures& f) {
+  // The series a schema was fitted on sit at their own positions of its vocabulary; other
+  // bars (a saved model's) are looked up by name.
+  const bool in_place = position < schema.symbols.size() && schema.symbols[position] == s.symbol;
   const int64_t id =
-      plan.saved ? resolve_symbol_id(plan.spec, s.symbol, series_count == 1, source) : static_cast<int64_t>(position);
-  featurize_series(s, plan.spec, id, raw, f);
-  if (plan.saved) f.symbol = plan.spec.symbols[static_cast<size_t>(id)];
+      in_place ? static_cast<int64_t>(position) : resolve_symbol_id(schema, s.symbol, series_count == 1, source);
+  featurize_series(s, schema, id, raw, f);
+  f.symbol = schema.symbols[static_cast<size_t>(id)];
   f.split_bounds = split_bounds(static_cast<int64_t>(f.rows()), options);
 }
 
-InputDeclaration declaration_of(const FeatureSpec& spec) {
-  InputDeclaration out;
-  out.observed = real_column_names(spec.observed);
-  out.known = real_column_names(spec.known);
-  out.statics = real_column_names(spec.statics);
-  out.observed_categorical = categorical_names(spec.observed);
-  out.known_categorical = categorical_names(spec.known);
-  out.static_categorical = categorical_names(spec.statics);
-  out.missing = spec.missing;
-  out.calendar_timezone = spec.calendar_timezone;
-  out.target = spec.target;
-  out.from_model = true;
-  return out;
-}
-
-std::vector<std::string> input_names(const std::vector<FeatureStats>& stats, InputSource source) {
+std::vector<std::string> input_names(const std::vector<SchemaInput>& stats, InputSource source) {
   std::vector<std::string> names;
   for (const auto& s : stats) {
     if (s.source == source) names.push_back(s.name);
@@ -153,7 +131,9 @@ std::vector<std::string> input_names(const std::vector<FeatureStats>& stats, Inp
   return names;
 }
 
-std::vector<DerivedInput> calendar_inputs_of(const FeatureSpec& spec, const std::string& where) {
+namespace {
+
+std::vector<DerivedInput> calendar_inputs_named(const InputSchema& spec, const std::string& where) {
   std::vector<DerivedInput> out;
   for (const auto& name : input_names(spec.known, InputSource::Derived)) {
     const auto input = derived_input_named(name);
@@ -167,17 +147,17 @@ std::vector<DerivedInput> calendar_inputs_of(const FeatureSpec& spec, const std:
   return out;
 }
 
-DerivedInputs derived_inputs_of(const FeatureSpec& spec, const std::string& where) {
+DerivedInputs derived_inputs_named(const InputSchema& spec, const std::string& where) {
   // The derived inputs lead each kind, the declared columns follow (compute_raw_features).
-  auto derived_lead = [](const std::vector<FeatureStats>& stats) {
+  auto derived_lead = [](const std::vector<SchemaInput>& stats) {
     return std::is_partitioned(stats.begin(), stats.end(),
-                               [](const FeatureStats& s) { return s.source == InputSource::Derived; });
+                               [](const SchemaInput& s) { return s.source == InputSource::Derived; });
   };
   if (!derived_lead(spec.observed) || !derived_lead(spec.known)) {
     throw Error(where + "'s inputs list a declared column before a derived input");
   }
   DerivedInputs out;
-  out.known = calendar_inputs_of(spec, where);
+  out.known = calendar_inputs_named(spec, where);
   for (const auto& name : input_names(spec.observed, InputSource::Derived)) {
     const auto input = derived_input_named(name);
     if (!input || is_calendar_input(*input)) {
@@ -187,7 +167,7 @@ DerivedInputs derived_inputs_of(const FeatureSpec& spec, const std::string& wher
     out.observed.push_back(*input);
   }
   // The target's past is an input exactly when the target is not the close's log return.
-  const bool past_target = !spec.target.is_close_log_return();
+  const bool past_target = !spec.target().is_close_log_return();
   const bool has_past = std::count(out.observed.begin(), out.observed.end(), DerivedInput::PastTarget) == 1;
   const bool log_return_first = !out.observed.empty() && out.observed.front() == DerivedInput::LogReturn;
   if (has_past != past_target || !log_return_first) {
@@ -198,9 +178,22 @@ DerivedInputs derived_inputs_of(const FeatureSpec& spec, const std::string& wher
   return out;
 }
 
-void check_feature_names(const FeatureSpec& spec, const std::string& where) { (void)derived_inputs_of(spec, where); }
+}  // namespace
 
-int64_t resolve_symbol_id(const FeatureSpec& spec, const std::string& symbol, bool sole_series,
+void resolve_producers(InputSchema& schema, const std::string& where) {
+  schema.derived = derived_inputs_named(schema, where);
+  InputDeclaration& d = schema.declared;
+  d.observed = real_column_names(schema.observed);
+  d.known = real_column_names(schema.known);
+  d.statics = real_column_names(schema.statics);
+  d.observed_categorical = categorical_names(schema.observed);
+  d.known_categorical = categorical_names(schema.known);
+  d.static_categorical = categorical_names(schema.statics);
+  d.calendar.reset();
+  d.from_model = true;
+}
+
+int64_t resolve_symbol_id(const InputSchema& spec, const std::string& symbol, bool sole_series,
                           const std::string& source) {
   if (sole_series && spec.symbols.size() == 1) return 0;
   auto it = std::find(spec.symbols.begin(), spec.symbols.end(), symbol);

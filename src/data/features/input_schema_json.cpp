@@ -1,4 +1,4 @@
-#include "qtft/data/features/detail/feature_spec_json.h"
+#include "qtft/data/features/detail/input_schema_json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -9,7 +9,7 @@ namespace {
 
 // A derived input is written as before declared columns existed, so that a spec of derived
 // inputs alone (every model saved before) reads and writes the same text.
-nlohmann::json stats_json(const std::vector<FeatureStats>& stats) {
+nlohmann::json stats_json(const std::vector<SchemaInput>& stats) {
   auto out = nlohmann::json::array();
   for (const auto& s : stats) {
     nlohmann::json entry{{"name", s.name}, {"mean", s.mean}, {"std", s.std}};
@@ -20,19 +20,19 @@ nlohmann::json stats_json(const std::vector<FeatureStats>& stats) {
   return out;
 }
 
-std::vector<FeatureStats> stats_from(const nlohmann::json& json) {
-  std::vector<FeatureStats> out;
+std::vector<SchemaInput> stats_from(const nlohmann::json& json) {
+  std::vector<SchemaInput> out;
   for (const auto& s : json) {
     const auto source = s.value("source", std::string("derived"));
     if (source != "derived" && source != "column") {
       throw Error("model file: malformed feature spec: input source '" + source + "' (expected derived or column)");
     }
-    FeatureStats stats{s.at("name").get<std::string>(),
-                       s.at("mean").get<double>(),
-                       s.at("std").get<double>(),
-                       source == "column" ? InputSource::Column : InputSource::Derived,
-                       false,
-                       {}};
+    SchemaInput stats{s.at("name").get<std::string>(),
+                      s.at("mean").get<double>(),
+                      s.at("std").get<double>(),
+                      source == "column" ? InputSource::Column : InputSource::Derived,
+                      false,
+                      {}};
     if (s.contains("levels")) {
       stats.categorical = true;
       stats.levels = s.at("levels").get<std::vector<std::string>>();
@@ -54,19 +54,19 @@ auto parse_or_throw(const char* what, F&& f) {
 }  // namespace
 
 // Doubles go through nlohmann's shortest round-trip printing, so statistics reload bit-exact.
-nlohmann::json to_json(const FeatureSpec& spec) {
+nlohmann::json to_json(const InputSchema& spec) {
   nlohmann::json out{{"observed", stats_json(spec.observed)},
                      {"known", stats_json(spec.known)},
                      {"symbols", spec.symbols},
                      {"target_scale", spec.target_scale}};
   if (!spec.statics.empty()) out["statics"] = stats_json(spec.statics);
-  if (spec.missing == MissingValues::ForwardFill) out["missing"] = "forward-fill";
-  if (!spec.calendar_timezone.empty()) out["calendar_timezone"] = spec.calendar_timezone;
+  if (spec.missing() == MissingValues::ForwardFill) out["missing"] = "forward-fill";
+  if (!spec.calendar_timezone().empty()) out["calendar_timezone"] = spec.calendar_timezone();
   // Only another target than today's is written, so older models' specs keep their text.
-  if (!spec.target.is_default()) {
-    out["target"] = {{"column", spec.target.column},
-                     {"transform", target_transform_name(spec.target.transform)},
-                     {"normalize", normalization_name(spec.target.normalize)},
+  if (const auto& target = spec.target(); !target.is_default()) {
+    out["target"] = {{"column", target.column},
+                     {"transform", target_transform_name(target.transform)},
+                     {"normalize", normalization_name(target.normalize)},
                      {"center", spec.target_center}};
   }
   if (!spec.series_stats.empty()) {
@@ -84,9 +84,9 @@ nlohmann::json to_json(const FeatureSpec& spec) {
   return out;
 }
 
-FeatureSpec feature_spec_from_json(const nlohmann::json& json) {
+InputSchema input_schema_from_json(const nlohmann::json& json) {
   return parse_or_throw("feature spec", [&] {
-    FeatureSpec spec;
+    InputSchema spec;
     spec.observed = stats_from(json.at("observed"));
     spec.known = stats_from(json.at("known"));
     spec.symbols = json.at("symbols").get<std::vector<std::string>>();
@@ -95,14 +95,15 @@ FeatureSpec feature_spec_from_json(const nlohmann::json& json) {
     const auto missing = json.value("missing", std::string("error"));
     if (missing != "error" && missing != "forward-fill")
       throw Error("model file: malformed feature spec: missing '" + missing + "' (expected error or forward-fill)");
-    spec.missing = missing == "forward-fill" ? MissingValues::ForwardFill : MissingValues::Error;
-    spec.calendar_timezone = json.value("calendar_timezone", std::string());
+    InputDeclaration& declared = spec.declared;
+    declared.missing = missing == "forward-fill" ? MissingValues::ForwardFill : MissingValues::Error;
+    declared.calendar_timezone = json.value("calendar_timezone", std::string());
     if (json.contains("target")) {
       const auto& t = json.at("target");
-      spec.target.column = t.at("column").get<std::string>();
+      declared.target.column = t.at("column").get<std::string>();
       try {
-        spec.target.transform = parse_target_transform(t.at("transform").get<std::string>(), "target transform");
-        spec.target.normalize = parse_normalization(t.at("normalize").get<std::string>(), "target normalize");
+        declared.target.transform = parse_target_transform(t.at("transform").get<std::string>(), "target transform");
+        declared.target.normalize = parse_normalization(t.at("normalize").get<std::string>(), "target normalize");
       } catch (const UsageError& e) {
         throw Error(std::string("model file: malformed feature spec: ") + e.what());
       }
@@ -110,7 +111,7 @@ FeatureSpec feature_spec_from_json(const nlohmann::json& json) {
     }
     if (json.contains("series_stats")) {
       for (const auto& st : json.at("series_stats")) {
-        FeatureSpec::SeriesStats stats{st.at("observed_mean").get<std::vector<double>>(),
+        InputSchema::SeriesStats stats{st.at("observed_mean").get<std::vector<double>>(),
                                        st.at("observed_std").get<std::vector<double>>(),
                                        st.at("known_mean").get<std::vector<double>>(),
                                        st.at("known_std").get<std::vector<double>>(),
@@ -127,6 +128,8 @@ FeatureSpec feature_spec_from_json(const nlohmann::json& json) {
                     std::to_string(spec.series_stats.size()) + " of " + std::to_string(spec.symbols.size()) +
                     " symbols");
     }
+    // The file holds names: each input's producer is read back from its name, once, here.
+    resolve_producers(spec, "the model");
     return spec;
   });
 }

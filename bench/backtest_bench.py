@@ -6,7 +6,8 @@ walk costs beyond the training it contains.
     python3 bench/backtest_bench.py cost   [--qtft build/qtft] [--work DIR] [--json out.json]
                                            [--rows 1000000] [--symbols 10] [--folds 20]
     python3 bench/backtest_bench.py memory [--qtft build/qtft] [--work DIR] [--json out.json]
-                                           [--sizes 1e6,1e7,5e7] [--fixed-symbols N] [--delete-data]
+                                           [--sizes 1e6,1e7,5e7] [--fixed-symbols N] [--fixed 5e6:100]
+                                           [--batches 50] [--delete-data]
 
 regime: `make-data --shift-after-bar` bars (2 symbols of 12,000 five-minute bars, volatility
 doubled and a drift from bar 6,000), walked with the first fold trained on 5,000 bars and
@@ -26,9 +27,11 @@ from its feature store: fold 0 trained through each symbol's bar 490,000 (the la
 bars of each symbol are walked; fewer for smaller sizes), 4 folds of 2,500 bars, every
 training capped at 50 batches of 64 (--max-batches-per-epoch 50, as SCALE.md's train), each
 update one such epoch. It prints the backtest's wall time and peak RSS, and the bars and
-windows forecast, per size. --fixed-symbols N keeps N symbols at every size (each fold then
-forecasts the same windows, N x 2,500, whatever the history). --delete-data removes each
-folder once measured.
+windows forecast, per size, into the JSON's "memory". --fixed-symbols N keeps N symbols at
+every size (each fold then forecasts the same windows, N x 2,500, whatever the history);
+--fixed SIZE:N (repeatable) measures SIZE bars over N symbols too, in the same run, into
+"fixed_symbols". --batches caps each training (default 50). --delete-data removes each
+folder once measured. The JSON records the command that wrote it.
 
 All run `qtft` with hidden size 16 and --threads (default 2). Run on an otherwise idle machine.
 """
@@ -171,42 +174,56 @@ def peak_rss_run(command):
     return wall, usage.ru_maxrss, peak_anon, file_at_peak
 
 
+def memory_row(args, n, symbols, fixed):
+    """One backtest over a fresh walk of a folder of `n` one-minute bars over `symbols`."""
+    per_symbol = n // symbols
+    folder = os.path.join(args.work, f"minute-{n}" + (f"-{symbols}" if fixed else "")) + "/"
+    if not os.path.exists(folder):
+        subprocess.run([args.qtft, "make-data", "--output", folder, "--rows", str(n), "--symbols", str(symbols),
+                        "--bar-minutes", "1"], check=True, stdout=subprocess.DEVNULL)
+    output = os.path.join(args.work, f"walk-{n}-{symbols}")
+    shutil.rmtree(output, ignore_errors=True)
+    initial = per_symbol - 4 * 2500
+    command = [args.qtft, "backtest", "--data", folder, "--initial-train-bars", str(initial), "--step", "2500",
+               "--epochs", "1", "--update-epochs", "1", "--max-batches-per-epoch", str(args.batches),
+               *common_flags(args.threads),
+               "--output", output]
+    print("$ " + " ".join(command), flush=True)
+    wall, peak, anon, file_backed = peak_rss_run(command)
+    with open(os.path.join(output, "folds.json")) as f:
+        record = json.load(f)
+    row = {"bars": n, "symbols": symbols, "folds": len(record["folds"]), "wall_seconds": wall,
+           "peak_rss_mib": peak / 1024, "peak_anonymous_mib": anon / 1024,
+           "file_backed_at_largest_sample_mib": file_backed / 1024,
+           "windows_forecast": sum(f["windows"] for f in record["folds"]),
+           "windows_per_fold": max(f["windows"] for f in record["folds"]),
+           "training_seconds": sum(f["training"]["seconds"] for f in record["folds"]),
+           "forecast_seconds": sum(f["forecast_seconds"] for f in record["folds"])}
+    print(f"{n} bars ({symbols} symbols): {row['folds']} folds, {row['windows_forecast']} windows forecast, "
+          f"wall {wall:.1f} s, peak RSS {row['peak_rss_mib']:.0f} MiB (anonymous at most "
+          f"{row['peak_anonymous_mib']:.0f} MiB; {row['file_backed_at_largest_sample_mib']:.0f} MiB file-backed "
+          "at the largest sample)", flush=True)
+    if args.delete_data:
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(output, ignore_errors=True)
+    return row
+
+
 def memory(args):
     rows = []
     for size in args.sizes.split(","):
         n = int(float(size))
-        symbols = args.fixed_symbols or max(2, n // 500_000)
-        per_symbol = n // symbols
-        folder = os.path.join(args.work, f"minute-{n}" + (f"-{symbols}" if args.fixed_symbols else "")) + "/"
-        if not os.path.exists(folder):
-            subprocess.run([args.qtft, "make-data", "--output", folder, "--rows", str(n), "--symbols", str(symbols),
-                            "--bar-minutes", "1"], check=True, stdout=subprocess.DEVNULL)
-        output = os.path.join(args.work, f"walk-{n}-{symbols}")
-        shutil.rmtree(output, ignore_errors=True)
-        initial = per_symbol - 4 * 2500
-        command = [args.qtft, "backtest", "--data", folder, "--initial-train-bars", str(initial), "--step", "2500",
-                   "--epochs", "1", "--update-epochs", "1", "--max-batches-per-epoch", "50",
-                   *common_flags(args.threads),
-                   "--output", output]
-        print("$ " + " ".join(command), flush=True)
-        wall, peak, anon, file_backed = peak_rss_run(command)
-        with open(os.path.join(output, "folds.json")) as f:
-            record = json.load(f)
-        row = {"bars": n, "symbols": symbols, "folds": len(record["folds"]), "wall_seconds": wall,
-               "peak_rss_mib": peak / 1024, "peak_anonymous_mib": anon / 1024,
-               "file_backed_at_largest_sample_mib": file_backed / 1024, "windows_forecast": sum(f["windows"] for f in record["folds"]),
-               "windows_per_fold": max(f["windows"] for f in record["folds"]),
-               "training_seconds": sum(f["training"]["seconds"] for f in record["folds"]),
-               "forecast_seconds": sum(f["forecast_seconds"] for f in record["folds"])}
-        print(f"{n} bars ({symbols} symbols): {row['folds']} folds, {row['windows_forecast']} windows forecast, "
-              f"wall {wall:.1f} s, peak RSS {row['peak_rss_mib']:.0f} MiB (anonymous at most "
-              f"{row['peak_anonymous_mib']:.0f} MiB; {row['file_backed_at_largest_sample_mib']:.0f} MiB file-backed "
-              "at the largest sample)", flush=True)
-        rows.append(row)
-        if args.delete_data:
-            shutil.rmtree(folder, ignore_errors=True)
-            shutil.rmtree(output, ignore_errors=True)
-    return {"memory": rows}
+        rows.append(memory_row(args, n, args.fixed_symbols or max(2, n // 500_000), bool(args.fixed_symbols)))
+    fixed = []
+    for spec in args.fixed:
+        size, _, symbols = spec.partition(":")
+        if not symbols:
+            raise SystemExit(f"--fixed {spec}: give SIZE:SYMBOLS, such as 5e6:100")
+        fixed.append(memory_row(args, int(float(size)), int(symbols), True))
+    out = {"memory": rows}
+    if fixed:
+        out["fixed_symbols"] = fixed
+    return out
 
 
 def main():
@@ -226,13 +243,17 @@ def main():
     parser.add_argument("--sizes", default="1e6,1e7,5e7")
     parser.add_argument("--fixed-symbols", type=int, default=0,
                         help="memory: this many symbols at every size (default: one per 500,000 bars, at least 2)")
+    parser.add_argument("--fixed", action="append", default=[], metavar="SIZE:SYMBOLS",
+                        help="memory: also SIZE bars over SYMBOLS symbols, into fixed_symbols")
+    parser.add_argument("--batches", type=int, default=50, help="memory: batches a training at most")
     parser.add_argument("--delete-data", action="store_true")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next((l.split(":", 1)[1].strip() for l in cpu.splitlines() if l.startswith("Model name")), "?")
     out = {"regime": regime, "cost": cost, "memory": memory}[args.what](args)
-    out.update({"cpu": model, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d")})
+    out.update({"cpu": model, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+                "command": "python3 bench/backtest_bench.py " + " ".join(sys.argv[1:])})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

@@ -73,30 +73,23 @@ class FoldPrinter : public train::BacktestEvents {
   long long folds_ = 0;
 };
 
-double number_at(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j.at(key).is_number() ? j.at(key).get<double>() : NAN;
-}
-
-void print_summary(const nlohmann::json& summary) {
-  const auto line = [&](const char* name, const char* key) {
-    const auto& s = summary.at(key);
-    std::printf("  %-22s mean %s  sd %s", name, figure(number_at(s, "mean")).c_str(),
-                figure(number_at(s, "sd")).c_str());
-    if (s.contains("t")) {
-      std::printf("  t %s  positive in %lld of %lld folds", figure(number_at(s, "t"), "%.2f").c_str(),
-                  static_cast<long long>(s.value("positive_folds", 0)), static_cast<long long>(s.value("folds", 0)));
+void print_summary(const train::BacktestSummary& summary) {
+  const auto line = [&](const char* name, const train::AcrossFolds& s) {
+    std::printf("  %-22s mean %s  sd %s", name, figure(s.mean).c_str(), figure(s.sd).c_str());
+    if (s.is_signed) {
+      std::printf("  t %s  positive in %lld of %lld folds", figure(s.t, "%.2f").c_str(),
+                  static_cast<long long>(s.positive_folds), static_cast<long long>(s.folds));
     }
     std::printf("\n");
   };
-  std::printf("Across %lld folds (%lld windows):\n", static_cast<long long>(summary.value("folds", 0)),
-              static_cast<long long>(summary.value("windows", 0)));
-  line("loss", "loss");
-  line("IC, first step", "ic_step1");
-  line("interval coverage", "interval_coverage");
-  line("sign hit rate", "hit_rate");
-  line("Sharpe", "sharpe");
-  std::printf("  training %.1f s, forecasting %.1f s\n", number_at(summary, "train_seconds"),
-              number_at(summary, "forecast_seconds"));
+  std::printf("Across %lld folds (%lld windows):\n", static_cast<long long>(summary.folds),
+              static_cast<long long>(summary.windows));
+  line("loss", summary.loss);
+  line("IC, first step", summary.ic_step1);
+  line("interval coverage", summary.interval_coverage);
+  line("sign hit rate", summary.hit_rate);
+  line("Sharpe", summary.sharpe);
+  std::printf("  training %.1f s, forecasting %.1f s\n", summary.train_seconds, summary.forecast_seconds);
 }
 
 }  // namespace
@@ -161,7 +154,7 @@ void add_backtest_command(CLI::App& app) {
     o.output = f.output;
     FoldPrinter printer(f.show_epochs);
     const auto outcome = train::run_backtest(o, printer);
-    const auto finished = outcome.document.at("folds").size();
+    const auto finished = static_cast<size_t>(outcome.finished_folds);
     if (outcome.interrupted) {
       std::fprintf(stderr,
                    "\nqtft: interrupted; %zu of %lld folds are finished in %s; run the same command again to go on "
@@ -169,8 +162,8 @@ void add_backtest_command(CLI::App& app) {
                    finished, static_cast<long long>(outcome.planned_folds), f.output.c_str(), finished);
       throw ExitCode{130};
     }
-    if (outcome.document.contains("summary")) print_summary(outcome.document.at("summary"));
-    std::printf("Wrote %s and %s/folds.json\n", outcome.forecasts.string().c_str(), f.output.c_str());
+    if (outcome.summary) print_summary(*outcome.summary);
+    std::printf("Wrote %s and %s\n", outcome.forecasts.string().c_str(), outcome.record.string().c_str());
   });
 }
 

@@ -376,26 +376,28 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     result.forecast_seconds = std::chrono::duration<double>(now - forecast_start).count();
     result.metrics = evaluation.metrics;
     result.desk = evaluation.desk;
-    result.record = {{"fold", k},
-                     {"train_through", format_utc(fold.train_through_ns)},
-                     {"forecast_until", utc_or_null(fold.forecast_until_ns)},
-                     {"bars", fold.bars},
-                     {"windows", windows.size()},
-                     {"training",
-                      {{"kind", fold_model_name(result.training.kind)},
-                       {"epochs", result.training.epochs},
-                       {"best_epoch", result.training.best_epoch},
-                       {"best_val_loss", result.training.best_val_loss},
-                       {"seconds", result.training.seconds},
-                       {"curve", curve}}},
-                     {"model", fs::relative(scored_model, o.output).string()},
-                     {"metrics", eval::to_json(result.metrics)},
-                     {"desk", eval::to_json(result.desk, dataset.schema().symbols)},
-                     {"explanation", eval::to_json(explanation.result())},
-                     {"forecast_seconds", result.forecast_seconds},
-                     {"seconds", std::chrono::duration<double>(now - fold_start).count()}};
-    state.document["folds"].push_back(result.record);
-    state.document["summary"] = summarize_folds(state.document["folds"]);
+    result.windows = static_cast<int64_t>(windows.size());
+    result.model = scored_model;
+    nlohmann::json record = {{"fold", k},
+                             {"train_through", format_utc(fold.train_through_ns)},
+                             {"forecast_until", utc_or_null(fold.forecast_until_ns)},
+                             {"bars", fold.bars},
+                             {"windows", windows.size()},
+                             {"training",
+                              {{"kind", fold_model_name(result.training.kind)},
+                               {"epochs", result.training.epochs},
+                               {"best_epoch", result.training.best_epoch},
+                               {"best_val_loss", result.training.best_val_loss},
+                               {"seconds", result.training.seconds},
+                               {"curve", curve}}},
+                             {"model", fs::relative(scored_model, o.output).string()},
+                             {"metrics", eval::to_json(result.metrics)},
+                             {"desk", eval::to_json(result.desk, dataset.schema().symbols)},
+                             {"explanation", eval::to_json(explanation.result())},
+                             {"forecast_seconds", result.forecast_seconds},
+                             {"seconds", std::chrono::duration<double>(now - fold_start).count()}};
+    state.document["folds"].push_back(std::move(record));
+    state.document["summary"] = to_json(summarize_folds(state.document["folds"]));
     write_document(o, state.document);
     // Older models are no longer needed to go on (under --refit none, fold 0's is the model).
     if (!o.keep_models) {
@@ -426,7 +428,9 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     }
     fs::remove(o.output / "parts", ec);  // left empty by a rerun of a finished backtest
   }
-  outcome.document = state.document;
+  outcome.finished_folds = finished;
+  if (finished > 0) outcome.summary = summarize_folds(state.document["folds"]);
+  outcome.record = o.output / "folds.json";
   return outcome;
 }
 

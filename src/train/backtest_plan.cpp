@@ -295,7 +295,7 @@ double figure(const nlohmann::json& fold, const nlohmann::json::json_pointer& pa
 
 // Mean and standard deviation over the folds where the figure is finite, with the
 // t-statistic of the mean (mean / (sd / sqrt(n))) and how many were positive.
-nlohmann::json across(const nlohmann::json& folds, const char* path, bool with_t) {
+AcrossFolds across(const nlohmann::json& folds, const char* path, bool is_signed) {
   std::vector<double> v;
   const nlohmann::json::json_pointer pointer(path);
   for (const auto& fold : folds) {
@@ -306,39 +306,62 @@ nlohmann::json across(const nlohmann::json& folds, const char* path, bool with_t
   double mean = 0.0, ss = 0.0;
   for (double x : v) mean += x / n;
   for (double x : v) ss += (x - mean) * (x - mean);
-  const double sd = v.size() > 1 ? std::sqrt(ss / (n - 1)) : std::nan("");
+  AcrossFolds out;
+  out.folds = static_cast<int64_t>(v.size());
+  if (!v.empty()) out.mean = mean;
+  if (v.size() > 1) out.sd = std::sqrt(ss / (n - 1));
+  out.is_signed = is_signed;
+  if (is_signed) {
+    if (out.sd > 0) out.t = mean / (out.sd / std::sqrt(n));
+    out.positive_folds = std::count_if(v.begin(), v.end(), [](double x) { return x > 0; });
+  }
+  return out;
+}
+
+nlohmann::json to_json(const AcrossFolds& a) {
   const auto finite_or_null = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
-  nlohmann::json j{
-      {"mean", finite_or_null(v.empty() ? std::nan("") : mean)}, {"sd", finite_or_null(sd)}, {"folds", v.size()}};
-  if (with_t) {
-    j["t"] = finite_or_null(sd > 0 ? mean / (sd / std::sqrt(n)) : std::nan(""));
-    j["positive_folds"] = std::count_if(v.begin(), v.end(), [](double x) { return x > 0; });
+  nlohmann::json j{{"mean", finite_or_null(a.mean)}, {"sd", finite_or_null(a.sd)}, {"folds", a.folds}};
+  if (a.is_signed) {
+    j["t"] = finite_or_null(a.t);
+    j["positive_folds"] = a.positive_folds;
   }
   return j;
 }
 
 }  // namespace
 
-nlohmann::json summarize_folds(const nlohmann::json& folds) {
-  int64_t windows = 0;
-  double train_seconds = 0.0, forecast_seconds = 0.0;
+BacktestSummary summarize_folds(const nlohmann::json& folds) {
+  BacktestSummary s;
+  s.folds = static_cast<int64_t>(folds.size());
   for (const auto& fold : folds) {
-    windows += fold.value("windows", int64_t{0});
-    train_seconds += fold.at("training").value("seconds", 0.0);
-    forecast_seconds += fold.value("forecast_seconds", 0.0);
+    s.windows += fold.value("windows", int64_t{0});
+    s.train_seconds += fold.at("training").value("seconds", 0.0);
+    s.forecast_seconds += fold.value("forecast_seconds", 0.0);
   }
-  return {{"folds", folds.size()},
-          {"windows", windows},
-          {"train_seconds", train_seconds},
-          {"forecast_seconds", forecast_seconds},
-          {"loss", across(folds, "/metrics/loss", false)},
-          {"loss_in_target_units", across(folds, "/metrics/in_target_units/loss", false)},
-          {"ic_step1", across(folds, "/desk/ic_pooled/0/ic", true)},
-          {"ic_across_series_step1", across(folds, "/desk/ic_across_series/0/ic", true)},
-          {"interval_coverage", across(folds, "/desk/interval_coverage", false)},
-          {"hit_rate", across(folds, "/desk/hit_rate", false)},
-          {"sharpe", across(folds, "/desk/position/sharpe", true)},
-          {"mean_return", across(folds, "/desk/position/mean_return", true)}};
+  s.loss = across(folds, "/metrics/loss", false);
+  s.loss_in_target_units = across(folds, "/metrics/in_target_units/loss", false);
+  s.ic_step1 = across(folds, "/desk/ic_pooled/0/ic", true);
+  s.ic_across_series_step1 = across(folds, "/desk/ic_across_series/0/ic", true);
+  s.interval_coverage = across(folds, "/desk/interval_coverage", false);
+  s.hit_rate = across(folds, "/desk/hit_rate", false);
+  s.sharpe = across(folds, "/desk/position/sharpe", true);
+  s.mean_return = across(folds, "/desk/position/mean_return", true);
+  return s;
+}
+
+nlohmann::json to_json(const BacktestSummary& s) {
+  return {{"folds", s.folds},
+          {"windows", s.windows},
+          {"train_seconds", s.train_seconds},
+          {"forecast_seconds", s.forecast_seconds},
+          {"loss", to_json(s.loss)},
+          {"loss_in_target_units", to_json(s.loss_in_target_units)},
+          {"ic_step1", to_json(s.ic_step1)},
+          {"ic_across_series_step1", to_json(s.ic_across_series_step1)},
+          {"interval_coverage", to_json(s.interval_coverage)},
+          {"hit_rate", to_json(s.hit_rate)},
+          {"sharpe", to_json(s.sharpe)},
+          {"mean_return", to_json(s.mean_return)}};
 }
 
 }  // namespace qtft::train

@@ -108,9 +108,9 @@ TrainingOutcome run_training(const TrainingRequest& request, TrainingEvents& eve
       }
     } else {
       if (!request.save_model.empty()) save(request.save_model);
-      outcome.metrics = metrics_document(outcome, file.options, request.source);
       if (!request.metrics_json.empty()) {
-        io::write_file_atomically(request.metrics_json, outcome.metrics.dump(2) + "\n");
+        const auto metrics = metrics_document(outcome, file.options, request.source);
+        io::write_file_atomically(request.metrics_json, metrics.dump(2) + "\n");
       }
     }
   }

@@ -20,6 +20,12 @@
 namespace qtft::train {
 namespace {
 
+// folds.json as the backtest wrote it.
+nlohmann::json record_of(const BacktestOutcome& outcome) {
+  std::ifstream in(outcome.record);
+  return nlohmann::json::parse(in);
+}
+
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 constexpr int64_t kMinute = 60LL * 1'000'000'000;
@@ -180,7 +186,9 @@ TEST_F(Backtest, ForecastsEachFoldsWindowsOutOfSampleAndRecordsTheFolds) {
   ASSERT_EQ(outcome.folds.size(), 3u);
   EXPECT_FALSE(outcome.interrupted);
   const auto forecasts = data::read_backtest_forecasts(outcome.forecasts.string());
-  const auto& doc = outcome.document;
+  const auto doc = record_of(outcome);
+  EXPECT_EQ(outcome.record, o.output / "folds.json");
+  EXPECT_EQ(outcome.finished_folds, 3);
   EXPECT_TRUE(doc.value("complete", false));
   ASSERT_EQ(doc.at("folds").size(), 3u);
   size_t rows = 0;
@@ -207,6 +215,12 @@ TEST_F(Backtest, ForecastsEachFoldsWindowsOutOfSampleAndRecordsTheFolds) {
   }
   EXPECT_EQ(doc.at("summary").at("folds"), 3);
   EXPECT_EQ(doc.at("summary").at("windows"), 2 * 100 + 2 * 100 + 2 * 98);
+  // The typed summary is the one written.
+  ASSERT_TRUE(outcome.summary.has_value());
+  EXPECT_EQ(outcome.summary->windows, 2 * 100 + 2 * 100 + 2 * 98);
+  EXPECT_EQ(to_json(*outcome.summary), doc.at("summary"));
+  EXPECT_TRUE(outcome.summary->sharpe.is_signed);
+  EXPECT_FALSE(outcome.summary->loss.is_signed);
   // Only the last model stays, and the per-fold parts are gone.
   EXPECT_FALSE(fs::exists(o.output / "models" / "fold-000.safetensors"));
   EXPECT_FALSE(fs::exists(o.output / "models" / "fold-001.safetensors"));
@@ -217,7 +231,8 @@ TEST_F(Backtest, ForecastsEachFoldsWindowsOutOfSampleAndRecordsTheFolds) {
   const auto again = run_backtest(o, quiet);
   EXPECT_EQ(again.resumed_folds, 3);
   EXPECT_TRUE(again.folds.empty());
-  EXPECT_EQ(again.document.at("folds"), doc.at("folds"));
+  EXPECT_EQ(record_of(again).at("folds"), doc.at("folds"));
+  EXPECT_EQ(again.finished_folds, 3);
 }
 
 TEST_F(Backtest, StoppedAfterAFoldResumesAndEndsAsTheOneNeverStopped) {
@@ -229,7 +244,8 @@ TEST_F(Backtest, StoppedAfterAFoldResumesAndEndsAsTheOneNeverStopped) {
   o.setup.stop_requested = [&] { return events.stop(); };
   const auto stopped = run_backtest(o, events);
   ASSERT_TRUE(stopped.interrupted);
-  EXPECT_EQ(stopped.document.at("folds").size(), 1u);
+  EXPECT_EQ(record_of(stopped).at("folds").size(), 1u);
+  EXPECT_EQ(stopped.finished_folds, 1);
   EXPECT_FALSE(fs::exists(o.output / "forecasts.parquet"));
 
   o.setup.stop_requested = {};
@@ -257,7 +273,7 @@ TEST_F(Backtest, StoppedAfterAFoldResumesAndEndsAsTheOneNeverStopped) {
   for (size_t q = 0; q < a.quantiles.size(); ++q) EXPECT_EQ(a.value[q], b.value[q]) << a.quantiles[q];
   // The figures too, bar the clock's.
   for (size_t k = 0; k < 3; ++k) {
-    auto x = whole.document.at("folds")[k], y = resumed.document.at("folds")[k];
+    auto x = record_of(whole).at("folds")[k], y = record_of(resumed).at("folds")[k];
     for (auto* j : {&x, &y}) {
       j->erase("seconds");
       j->erase("forecast_seconds");
@@ -338,4 +354,39 @@ TEST_F(Backtest, RefitNoneKeepsTheFirstModelAndKeepModelsKeepsEvery) {
 }
 
 }  // namespace
+TEST(BacktestSummary, FiguresAcrossTheFoldsWhereTheyAreFinite) {
+  auto fold = [](double loss, double ic, int64_t windows) {
+    return nlohmann::json{{"windows", windows},
+                          {"forecast_seconds", 0.5},
+                          {"training", {{"seconds", 2.0}}},
+                          {"metrics", {{"loss", loss}}},
+                          {"desk", {{"ic_pooled", {{{"ic", ic}}}}}}};
+  };
+  auto folds =
+      nlohmann::json::array({fold(1.0, 0.5, 10), fold(3.0, -0.25, 20), fold(2.0, 0.25, 30), fold(2.0, 0.5, 40)});
+  folds[2]["metrics"]["loss"] = nullptr;  // a fold without the figure does not count
+  folds[3]["metrics"]["loss"] = "n/a";
+  const auto s = summarize_folds(folds);
+  EXPECT_EQ(s.folds, 4);
+  EXPECT_EQ(s.windows, 100);
+  EXPECT_EQ(s.train_seconds, 8.0);
+  EXPECT_EQ(s.forecast_seconds, 2.0);
+  EXPECT_EQ(s.loss.folds, 2);
+  EXPECT_EQ(s.loss.mean, 2.0);
+  EXPECT_EQ(s.loss.sd, std::sqrt(2.0));  // sample sd of 1 and 3
+  EXPECT_FALSE(s.loss.is_signed);
+  EXPECT_EQ(s.ic_step1.folds, 4);
+  EXPECT_EQ(s.ic_step1.positive_folds, 3);
+  EXPECT_TRUE(s.ic_step1.is_signed);
+  EXPECT_EQ(s.ic_step1.mean, 0.25);
+  EXPECT_EQ(s.ic_step1.sd, std::sqrt(0.125));      // squares 0.375 over 3
+  EXPECT_DOUBLE_EQ(s.ic_step1.t, std::sqrt(2.0));  // 0.25 / (sd / 2)
+  EXPECT_TRUE(std::isnan(s.sharpe.mean));          // no fold has it
+  EXPECT_EQ(s.sharpe.folds, 0);
+  const auto json = to_json(s);
+  EXPECT_TRUE(json.at("sharpe").at("mean").is_null());
+  EXPECT_TRUE(json.at("sharpe").at("t").is_null());
+  EXPECT_FALSE(json.at("loss").contains("t"));
+}
+
 }  // namespace qtft::train

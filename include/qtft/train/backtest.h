@@ -122,8 +122,9 @@ struct FoldResult {
   FoldTraining training;
   eval::ForecastMetrics metrics;  // in units of the model's target scale, as `evaluate`
   eval::DeskMetrics desk;
+  int64_t windows = 0;          // the windows forecast
+  std::filesystem::path model;  // the model that forecast them
   double forecast_seconds = 0.0;
-  nlohmann::json record;  // the fold's entry in folds.json
 };
 
 // What the backtest reports as it goes; every hook is optional.
@@ -144,13 +145,39 @@ class BacktestEvents {
   ProgressReporter quiet_progress_;
 };
 
+// One figure across the folds where it is finite: its mean and sample standard deviation
+// (NaN without a fold, or with one), and for a signed figure (the IC, the position's) the
+// t-statistic of the mean (NaN without spread) and how many folds were positive.
+struct AcrossFolds {
+  double mean = std::numeric_limits<double>::quiet_NaN();
+  double sd = std::numeric_limits<double>::quiet_NaN();
+  int64_t folds = 0;
+  bool is_signed = false;  // t and positive_folds hold
+  double t = std::numeric_limits<double>::quiet_NaN();
+  int64_t positive_folds = 0;
+};
+
+// The summary across the folds recorded in folds.json.
+struct BacktestSummary {
+  int64_t folds = 0;
+  int64_t windows = 0;
+  double train_seconds = 0.0, forecast_seconds = 0.0;
+  AcrossFolds loss, loss_in_target_units, ic_step1, ic_across_series_step1, interval_coverage, hit_rate, sharpe,
+      mean_return;
+};
+// folds.json's "summary": each figure's mean, sd and folds (null for NaN), and t and
+// positive_folds for the signed ones.
+nlohmann::json to_json(const BacktestSummary& summary);
+
 struct BacktestOutcome {
-  std::vector<FoldResult> folds;  // those this call ran (a resumed backtest's earlier ones are in document)
+  std::vector<FoldResult> folds;  // those this call ran (a resumed backtest's earlier ones are in folds.json)
   int64_t planned_folds = 0;
-  int64_t resumed_folds = 0;        // finished before this call
-  bool interrupted = false;         // stopped (setup.stop_requested): resumable from the folds finished
-  nlohmann::json document;          // folds.json as written
-  std::filesystem::path forecasts;  // forecasts.parquet, once every fold is done
+  int64_t resumed_folds = 0;               // finished before this call
+  int64_t finished_folds = 0;              // recorded in folds.json, the resumed ones included
+  bool interrupted = false;                // stopped (setup.stop_requested): resumable from the folds finished
+  std::optional<BacktestSummary> summary;  // across every finished fold, once one is
+  std::filesystem::path record;            // folds.json: each fold's figures, written as it finishes
+  std::filesystem::path forecasts;         // forecasts.parquet, once every fold is done
 };
 
 // Runs (or resumes) the walk forward into options.output. Throws UsageError for options
@@ -158,10 +185,9 @@ struct BacktestOutcome {
 // cannot be trained or forecast (naming the fold).
 BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& events);
 
-// The summary across folds of folds.json, from its folds' records: per metric its mean over
-// the folds, its standard deviation, and for the IC and the position's figures the
-// t-statistic of the mean and how many folds were positive.
-nlohmann::json summarize_folds(const nlohmann::json& folds);
+// The summary across folds of folds.json, from its folds' records (a resumed backtest's
+// earlier folds are known by their records alone).
+BacktestSummary summarize_folds(const nlohmann::json& folds);
 
 inline constexpr const char* kBacktestFormat = "qtft-backtest-1";
 

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "qtft/artifact/model_file.h"
@@ -52,7 +51,6 @@ struct TrainingOutcome {
   std::filesystem::path saved_to;  // the model, or the interrupted run's checkpoint; empty: none
   std::optional<data::RegimeCoverage> calibration_coverage;  // the last calibration's
   int64_t unknown_category_rows = 0;  // data rows with a categorical level the training split lacks
-  nlohmann::json metrics;             // the metrics document of a finished run (written to metrics_json)
   std::string feature_store;          // the store it trained from, kept (an update's own is removed); "" for none
 };
 

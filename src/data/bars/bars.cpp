@@ -67,13 +67,7 @@ void append_kind(std::vector<std::vector<double>>& to, std::vector<std::vector<s
 
 void append_bars(BarSeries& to, const BarSeries& from) {
   auto append = [](auto& a, const auto& b) { a.insert(a.end(), b.begin(), b.end()); };
-  append(to.timestamp_ns, from.timestamp_ns);
-  append(to.open, from.open);
-  append(to.high, from.high);
-  append(to.low, from.low);
-  append(to.close, from.close);
-  append(to.volume, from.volume);
-  append(to.target_values, from.target_values);
+  for_each_bar_column([&](auto column) { append(to.*column, from.*column); });
   if (!to.future_timestamp_ns.empty() && from.size() > 0) {
     throw Error("symbol '" + to.symbol + "': the bar at " + format_utc(from.timestamp_ns.front()) +
                 " follows its future rows (an empty close at " + format_utc(to.future_timestamp_ns.front()) +
@@ -98,15 +92,12 @@ BarSeries slice_bars(const BarSeries& s, size_t begin, size_t end) {
   };
   BarSeries out;
   out.symbol = s.symbol;
-  out.timestamp_ns = slice(s.timestamp_ns);
-  out.open = slice(s.open);
-  out.high = slice(s.high);
-  out.low = slice(s.low);
-  out.close = slice(s.close);
-  out.volume = slice(s.volume);
-  out.target_values = slice(s.target_values);
+  for_each_bar_column([&](auto column) { out.*column = slice(s.*column); });
+  out.declared_observed.reserve(s.declared_observed.size());
   for (const auto& column : s.declared_observed) out.declared_observed.push_back(slice(column));
+  out.declared_known.reserve(s.declared_known.size());
   for (const auto& column : s.declared_known) out.declared_known.push_back(slice(column));
+  out.declared_static.reserve(s.declared_static.size());
   for (const auto& column : s.declared_static) out.declared_static.push_back(slice(column));
   out.observed_levels = s.observed_levels;
   out.known_levels = s.known_levels;
@@ -154,25 +145,17 @@ void validate_future_rows(const BarSeries& s, const std::string& where) {
 void validate_series(const BarSeries& s, const std::string& source) {
   const std::string where = source + ": symbol '" + s.symbol + "'";
   const size_t n = s.close.size();
-  auto check_length = [&](const std::vector<double>& v, const char* field, bool optional) {
-    if (optional && v.empty()) return;
-    if (v.size() != n) {
-      throw Error(where + ": " + field + " has " + std::to_string(v.size()) + " values but close has " +
-                  std::to_string(n));
+  auto check_length = [&](size_t size, const char* field, bool optional) {
+    if (optional && size == 0) return;
+    if (size != n) {
+      throw Error(where + ": " + field + " has " + std::to_string(size) + " values but close has " + std::to_string(n));
     }
   };
-  if (s.timestamp_ns.size() != n) {
-    throw Error(where + ": timestamp has " + std::to_string(s.timestamp_ns.size()) + " values but close has " +
-                std::to_string(n));
-  }
-  check_length(s.open, "open", true);
-  check_length(s.high, "high", true);
-  check_length(s.low, "low", true);
-  check_length(s.volume, "volume", true);
-  check_length(s.target_values, "the target column", true);
-  for (const auto& column : s.declared_observed) check_length(column, "a declared observed input", false);
-  for (const auto& column : s.declared_known) check_length(column, "a declared known input", false);
-  for (const auto& column : s.declared_static) check_length(column, "a declared static input", false);
+  check_length(s.timestamp_ns.size(), "timestamp", false);
+  for (const auto& column : kPriceColumns) check_length((s.*column.values).size(), column.name, column.optional);
+  for (const auto& column : s.declared_observed) check_length(column.size(), "a declared observed input", false);
+  for (const auto& column : s.declared_known) check_length(column.size(), "a declared known input", false);
+  for (const auto& column : s.declared_static) check_length(column.size(), "a declared static input", false);
   if (s.open.empty() != s.high.empty() || s.open.empty() != s.low.empty()) {
     throw Error(where + ": has only some of open, high and low; give all three or none (close-only bars)");
   }

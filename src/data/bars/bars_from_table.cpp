@@ -108,6 +108,14 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
     low = bar_values(low_col, future);
   }
   if (bars.fields.has(BarField::Volume)) volume = bar_values(volume_col, future);
+  // The price columns the file has, each with the values its bars take row by row; the
+  // target's column is read apart, as it is checked row by row.
+  std::vector<std::pair<std::vector<double> BarSeries::*, const std::vector<double>*>> prices;
+  for (const auto& [member, values] :
+       {std::pair{&BarSeries::close, &close}, std::pair{&BarSeries::open, &open}, std::pair{&BarSeries::high, &high},
+        std::pair{&BarSeries::low, &low}, std::pair{&BarSeries::volume, &volume}}) {
+    if (!values->empty()) prices.emplace_back(member, values);
+  }
   SymbolCodes symbols;
   if (symbol_col.array) {
     if (!options.symbol.empty()) {
@@ -129,13 +137,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
       auto& series = bars.series[s];
       series.symbol = symbols.names[s];
       series.timestamp_ns.reserve(rows[s]);
-      series.close.reserve(rows[s]);
-      if (bars.fields.has(BarField::OpenHighLow)) {
-        series.open.reserve(rows[s]);
-        series.high.reserve(rows[s]);
-        series.low.reserve(rows[s]);
-      }
-      if (bars.fields.has(BarField::Volume)) series.volume.reserve(rows[s]);
+      for (const auto& price : prices) (series.*price.first).reserve(rows[s]);
       series.declared_observed.resize(n_observed);
       for (auto& column : series.declared_observed) column.reserve(rows[s]);
       if (target) series.target_values.reserve(rows[s]);
@@ -262,13 +264,7 @@ BarSet bars_from_table(const arrow::Table& table, const std::string& source, con
     }
     last_row[code] = row;
     series.timestamp_ns.push_back(ts[r]);
-    series.close.push_back(close[r]);
-    if (bars.fields.has(BarField::OpenHighLow)) {
-      series.open.push_back(open[r]);
-      series.high.push_back(high[r]);
-      series.low.push_back(low[r]);
-    }
-    if (bars.fields.has(BarField::Volume)) series.volume.push_back(volume[r]);
+    for (const auto& [member, values] : prices) (series.*member).push_back((*values)[r]);
     if (target) {
       const double v = target->values[r];
       if (!target->valid[r]) {

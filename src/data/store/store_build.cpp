@@ -24,9 +24,10 @@ using nlohmann::json;
 
 // Pass 1's spill: each file's series, column by column, and where each chunk lies.
 struct SpilledChunk {
+  static constexpr uint64_t kAbsent = ~uint64_t{0};
   size_t series = 0;
   uint64_t rows = 0;
-  uint64_t timestamp = 0, close = 0, open = 0, high = 0, low = 0, volume = 0, target = 0;
+  std::vector<uint64_t> bars;      // in for_each_bar_column's order; kAbsent for a column the bars lack
   std::vector<uint64_t> declared;  // observed columns, then known, then static
 };
 
@@ -77,18 +78,13 @@ Spill spill_bars(const BarSource& source, ArrayWriter& out) {
       SpilledChunk c;
       c.series = where[j];
       c.rows = s.size();
-      append_column(out, s.timestamp_ns, c.timestamp);
-      append_column(out, s.close, c.close);
-      if (spill.fields.has(BarField::OpenHighLow)) {
-        append_column(out, s.open, c.open);
-        append_column(out, s.high, c.high);
-        append_column(out, s.low, c.low);
-      }
-      if (spill.fields.has(BarField::Volume)) append_column(out, s.volume, c.volume);
-      if (!spill.declared.target.column.empty()) append_column(out, s.target_values, c.target);
-      for (const auto* columns : {&s.declared_observed, &s.declared_known, &s.declared_static}) {
-        for (const auto& column : *columns) append_column(out, column, c.declared.emplace_back());
-      }
+      for_each_bar_column([&](auto column) {
+        auto& offset = c.bars.emplace_back(SpilledChunk::kAbsent);
+        if (!(s.*column).empty()) append_column(out, s.*column, offset);
+      });
+      for_each_declared_kind(s, [&](const auto& columns) {
+        for (const auto& column : columns) append_column(out, column, c.declared.emplace_back());
+      });
       spill.chunks.push_back(std::move(c));
     }
     first = false;
@@ -129,43 +125,37 @@ const BarSeries& spilled_bars(const Spill& spill, const SpillReader& file, size_
                               BarSeries& s) {
   s.symbol = spill.symbols[series];
   const uint64_t rows = end - begin;
-  for (auto* column : {&s.close, &s.open, &s.high, &s.low, &s.volume, &s.target_values}) {
-    column->clear();
-    column->reserve(rows);
-  }
-  s.timestamp_ns.clear();
-  s.timestamp_ns.reserve(rows);
+  for_each_bar_column([&](auto column) {
+    (s.*column).clear();
+    (s.*column).reserve(rows);
+  });
   s.declared_observed.resize(spill.declared.observed_columns().size());
   s.declared_known.resize(spill.declared.known_columns().size());
   s.declared_static.resize(spill.declared.static_columns().size());
   s.observed_levels = spill.levels[series].observed;
   s.known_levels = spill.levels[series].known;
   s.static_levels = spill.levels[series].statics;
-  for (auto* columns : {&s.declared_observed, &s.declared_known, &s.declared_static}) {
-    for (auto& column : *columns) {
+  for_each_declared_kind(s, [&](auto& columns) {
+    for (auto& column : columns) {
       column.clear();
       column.reserve(rows);
     }
-  }
+  });
   uint64_t at = 0;  // the series' bar where chunk c starts
   for (const auto& c : spill.chunks) {
     if (c.series != series) continue;
     const uint64_t from = std::max(begin, at), to = std::min(end, at + c.rows);
     if (from < to) {
       const uint64_t skip = from - at, n = to - from;
-      file.append(s.timestamp_ns, c.timestamp, skip, n);
-      file.append(s.close, c.close, skip, n);
-      if (spill.fields.has(BarField::OpenHighLow)) {
-        file.append(s.open, c.open, skip, n);
-        file.append(s.high, c.high, skip, n);
-        file.append(s.low, c.low, skip, n);
-      }
-      if (spill.fields.has(BarField::Volume)) file.append(s.volume, c.volume, skip, n);
-      if (!spill.declared.target.column.empty()) file.append(s.target_values, c.target, skip, n);
       size_t k = 0;
-      for (auto* columns : {&s.declared_observed, &s.declared_known, &s.declared_static}) {
-        for (auto& column : *columns) file.append(column, c.declared[k++], skip, n);
-      }
+      for_each_bar_column([&](auto column) {
+        const uint64_t offset = c.bars[k++];
+        if (offset != SpilledChunk::kAbsent) file.append(s.*column, offset, skip, n);
+      });
+      k = 0;
+      for_each_declared_kind(s, [&](auto& columns) {
+        for (auto& column : columns) file.append(column, c.declared[k++], skip, n);
+      });
     }
     at += c.rows;
     if (at >= end) break;

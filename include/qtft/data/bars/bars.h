@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "qtft/data/bars/input_declaration.h"
@@ -36,6 +37,36 @@ struct BarSeries {
   std::vector<std::vector<double>> future_known;
   size_t size() const { return close.size(); }
 };
+
+// The columns of a series with one value per bar, other than the declared inputs, as members
+// with the names messages give them: the timestamps, then the prices, the volume and the
+// target's values. An empty optional column (no open/high/low, no volume, the close as the
+// target) has no value at all. Code that slices, appends, checks or spills bars visits them
+// through this one list; the declared inputs' columns are the vectors of each kind.
+struct BarColumn {
+  std::vector<double> BarSeries::*values;
+  const char* name;
+  bool optional;
+};
+inline constexpr BarColumn kPriceColumns[] = {
+    {&BarSeries::open, "open", true},     {&BarSeries::high, "high", true},
+    {&BarSeries::low, "low", true},       {&BarSeries::close, "close", false},
+    {&BarSeries::volume, "volume", true}, {&BarSeries::target_values, "the target column", true},
+};
+// Calls visit(member) for the timestamps (std::vector<int64_t> BarSeries::*) and then each of
+// kPriceColumns' members (std::vector<double> BarSeries::*).
+template <class Visit>
+void for_each_bar_column(Visit&& visit) {
+  visit(&BarSeries::timestamp_ns);
+  for (const auto& column : kPriceColumns) visit(column.values);
+}
+// Calls visit(columns) for each kind's declared columns: observed, known, static.
+template <class Series, class Visit>
+void for_each_declared_kind(Series& series, Visit&& visit) {
+  visit(series.declared_observed);
+  visit(series.declared_known);
+  visit(series.declared_static);
+}
 
 // Bars [begin, end) of a series, every column it has (a forecast's latest bars); the
 // future rows go with a slice that ends at the last bar.

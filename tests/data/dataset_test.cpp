@@ -161,6 +161,26 @@ TEST(Dataset, SavedSpecIsAppliedAndChecked) {
               HasSubstr("trained on open/high/low bars"));
 }
 
+TEST(Dataset, ASavedSchemaFindsEachSeriesByNameInAnyOrder) {
+  // Per-series scaling: a series given another one's statistics would show in its features.
+  auto bars = test::regular_bar_set(101, 2);
+  bars.declared.target.normalize = Normalization::PerSeries;
+  const auto trained = Dataset::build(bars, small_options());
+  auto swapped = bars;
+  std::swap(swapped.series[0], swapped.series[1]);
+  const auto applied = Dataset::build(swapped, small_options(), trained.schema());
+  ASSERT_EQ(applied.series().size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    const auto& a = applied.series()[k];
+    const auto& t = trained.series()[1 - k];
+    EXPECT_EQ(a.symbol, t.symbol);
+    EXPECT_EQ(a.symbol_id, t.symbol_id);
+    EXPECT_TRUE(std::ranges::equal(a.observed, t.observed)) << a.symbol;
+    EXPECT_TRUE(std::ranges::equal(a.target, t.target)) << a.symbol;
+  }
+  EXPECT_NE(trained.schema().series_stats[0].target_scale, trained.schema().series_stats[1].target_scale);
+}
+
 TEST(Dataset, AOneSymbolModelAppliesToItsSeriesUnderAnyNameAndIgnoresExtraColumns) {
   auto bars = test::regular_bar_set(101, 1);
   bars.fields = {};  // the model reads no volume (nor the range, read or not)

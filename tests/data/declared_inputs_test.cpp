@@ -189,7 +189,7 @@ TEST(MissingValues, LeadingNullsDropTheirBarsPerSeriesAndForwardFillCarriesTheRe
   const auto spec = Dataset::build(bars, tiny_windows()).schema();
   EXPECT_EQ(spec.missing(), MissingValues::ForwardFill);
   EXPECT_EQ(to_json(spec).at("missing"), "forward-fill");
-  EXPECT_EQ(spec.declared.missing, MissingValues::ForwardFill);
+  EXPECT_EQ(input_schema_from_json(to_json(spec)).missing(), MissingValues::ForwardFill);
   BarSource source;
   source.csv_file = file;
   const auto applied = open_dataset(source, tiny_windows(), &spec);

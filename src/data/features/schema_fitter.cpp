@@ -43,6 +43,9 @@ SchemaFitter::SchemaFitter(const InputSchema& planned, const DatasetOptions& opt
       options_(options),
       observed_count_(planned.derived.observed.size() + planned.declared.observed_columns().size()),
       known_count_(planned.derived.known.size() + planned.declared.known_columns().size()) {
+  if (!planned.observed.empty() || !planned.known.empty() || !planned.statics.empty() || !planned.symbols.empty()) {
+    throw Error("SchemaFitter: the schema is fitted already (plan_inputs makes one to fit)");
+  }
   const InputDeclaration& declared = planned.declared;
   moments_ = std::make_unique<Moments[]>(observed_count_ + known_count_ + 1);
   raw_ = std::make_unique<RawFeatures>();

@@ -1,7 +1,8 @@
 #pragma once
 
 // Features and windows of a source held compactly, in memory or mapped from a feature store.
-// Including it includes the types it is built from (windows, feature spec, series, plan).
+// Including it includes the types it is built from (windows, the input schema and its
+// fitter, series).
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -22,9 +23,9 @@ namespace qtft::data {
 // demand from per-symbol counts, so millions of bars cost a few floats each.
 class Dataset {
  public:
-  // Computes the feature spec (normalization) from the training split.
+  // Plans the input schema from the bars and fits it (normalization) on the training split.
   static Dataset build(const BarSet& bars, const DatasetOptions& options);
-  // Applies a saved spec (evaluation, prediction, fine-tuning on new data).
+  // Applies a saved schema (evaluation, prediction, fine-tuning on new data).
   static Dataset build(const BarSet& bars, const DatasetOptions& options, const InputSchema& spec);
   // Copies `bytes` bytes at `from`, inside one of the series' views, to `to`.
   using ViewReader = std::function<void(const void* from, size_t bytes, void* to)>;

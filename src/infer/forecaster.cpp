@@ -67,9 +67,9 @@ PreparedSeries prepare(const artifact::ModelFile& file, const data::BarSeries& r
     throw Error(who + ": the model reads volume (input log_volume) but the bars have none");
   }
   // Each kind's declared columns, reals then categoricals, as the bars hold them.
-  const auto observed = data::input_names(spec.observed, data::InputSource::Column);
-  const auto known = data::input_names(spec.known, data::InputSource::Column);
-  const auto statics = data::input_names(spec.statics, data::InputSource::Column);
+  const auto observed = spec.declared.observed_columns();
+  const auto known = spec.declared.known_columns();
+  const auto statics = spec.declared.static_columns();
   if (recent.declared_observed.size() != observed.size() || recent.declared_known.size() != known.size() ||
       recent.declared_static.size() != statics.size()) {
     throw Error(who + ": the model reads the declared columns observed [" + join_names(observed) + "], known [" +

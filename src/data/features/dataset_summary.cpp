@@ -71,8 +71,7 @@ std::string summarize_dataset(const Dataset& dataset) {
   }
   out += "  inputs: observed [" + names(spec.observed) + "], known [" + names(spec.known) + "], static [symbol" +
          (spec.statics.empty() ? "" : ", " + names(spec.statics)) + "]\n";
-  if (!input_names(spec.observed, InputSource::Column).empty() ||
-      !input_names(spec.known, InputSource::Column).empty() || !spec.statics.empty()) {
+  if (!spec.declared.observed_columns().empty() || !spec.declared.known_columns().empty() || !spec.statics.empty()) {
     // The symbol is the static input every model has.
     std::vector<SchemaInput> statics(1);
     statics[0].name = "symbol";

@@ -171,7 +171,7 @@ std::vector<float> known_inputs_at(std::span<const int64_t> timestamps_ns,
                                    std::span<const std::vector<double>> declared_known, const InputSchema& spec,
                                    int64_t symbol_id, std::span<const std::vector<std::string>> known_levels,
                                    std::vector<UnknownLevel>* unknown_levels) {
-  const auto declared = input_names(spec.known, InputSource::Column);
+  const auto declared = spec.declared.known_columns();
   for (size_t c = 0; c < declared.size(); ++c) {
     if (c >= declared_known.size() || declared_known[c].size() < timestamps_ns.size()) {
       const size_t given = c < declared_known.size() ? declared_known[c].size() : 0;

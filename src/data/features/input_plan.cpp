@@ -73,7 +73,7 @@ void check_bars_fit(BarFields fields, const InputDeclaration& declared, const In
                 describe_target(declared.target));
   }
   if (!declared.same_columns(saved.declared)) {
-    auto kinds = [](const auto& d) {
+    auto kinds = [](const InputDeclaration& d) {
       std::string out = "observed [" + join_names(d.observed) + "], known [" + join_names(d.known) + "]";
       if (!d.statics.empty()) out += ", static [" + join_names(d.statics) + "]";
       for (const auto& [name, list] : {std::pair{"observed categorical", &d.observed_categorical},

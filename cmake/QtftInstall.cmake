@@ -13,6 +13,9 @@ foreach(area IN LISTS QTFT_AREAS)
   string(REPLACE "/" "_" library "${area}")  # data/bars: qtft_data_bars
   list(APPEND qtft_installed_libraries qtft_${library})
 endforeach()
+# The ONNX export stays inside the program: its library links Debian's ONNX, which a
+# consumer of qtft::qtft need not have.
+list(REMOVE_ITEM qtft_installed_libraries qtft_onnx)
 foreach(library IN LISTS qtft_installed_libraries)
   string(REGEX REPLACE "^qtft_" "" export_name "${library}")
   set_target_properties(${library} PROPERTIES EXPORT_NAME ${export_name})
@@ -23,7 +26,7 @@ install(TARGETS ${qtft_installed_libraries} EXPORT qtftTargets
 install(TARGETS qtft_cli RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 # The public headers only: each area's detail/ holds what its own sources share.
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/qtft" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
-        PATTERN "detail" EXCLUDE)
+        PATTERN "detail" EXCLUDE PATTERN "onnx" EXCLUDE)
 install(FILES "${PROJECT_BINARY_DIR}/include/qtft/version.h" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/qtft")
 
 set(QTFT_PACKAGE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/qtft")

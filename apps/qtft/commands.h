@@ -20,6 +20,7 @@ void add_forecast_command(CLI::App& app);
 void add_explain_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_export_int8_command(CLI::App& app);
+void add_export_onnx_command(CLI::App& app);
 void add_memory_report_command(CLI::App& app);
 void add_watch_command(CLI::App& app);
 void add_backtest_command(CLI::App& app);

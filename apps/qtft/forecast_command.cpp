@@ -2,6 +2,7 @@
 // bar. The work is qtft::infer::Forecaster's; this file parses flags and prints.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,7 +22,7 @@ void add_forecast_command(CLI::App& app) {
   struct Flags {
     DataFlags data;
     RuntimeFlags runtime;
-    std::string load_model, output, int8_kernels = "integer";
+    std::string load_model, output, save_inputs, int8_kernels = "integer";
     bool json = false;
   };
   auto flags = std::make_shared<Flags>();
@@ -34,6 +35,9 @@ void add_forecast_command(CLI::App& app) {
   cmd->add_option("--output", flags->output, "Write the forecasts to forecasts.csv or forecasts.parquet")
       ->check(writable_file());
   cmd->add_flag("--json", flags->json, "Print the forecasts as JSON instead of a table");
+  cmd->add_option("--save-inputs", flags->save_inputs,
+                  "Also write the tensors the model takes (observed.npy, known.npy, symbol.npy, statics.npy: the "
+                  "ONNX graph's inputs) to this folder");
   add_runtime_flags(*cmd, flags->runtime);
   add_precision_flag(*cmd, flags->runtime);
   add_int8_kernels_flag(*cmd, flags->int8_kernels);
@@ -59,6 +63,13 @@ void add_forecast_command(CLI::App& app) {
     auto bars = data::load_latest_bars(f.data.source, static_cast<size_t>(forecaster.min_bars()));
     auto forecasts = forecaster.forecast(bars.series);
     for (const auto& forecast : forecasts) std::cerr << infer::format_unknown_levels(forecast);
+    if (!f.save_inputs.empty()) {
+      std::filesystem::create_directories(f.save_inputs);
+      std::string names;
+      for (const auto& path : forecaster.save_inputs(bars.series, f.save_inputs))
+        names += (names.empty() ? "" : ", ") + path.filename().string();
+      std::fprintf(stderr, "Wrote the model's inputs to %s: %s\n", f.save_inputs.c_str(), names.c_str());
+    }
     if (!f.output.empty()) {
       data::write_forecast_table(infer::forecast_table(forecasts), f.output);
       std::fprintf(stderr, "Wrote %s: %zu series x %lld steps\n", f.output.c_str(), forecasts.size(),

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   qtft::cli::add_explain_command(app);
   qtft::cli::add_quantize_command(app);
   qtft::cli::add_export_int8_command(app);
+  qtft::cli::add_export_onnx_command(app);
   qtft::cli::add_memory_report_command(app);
   qtft::cli::add_diff_command(app);
   qtft::cli::add_watch_command(app);

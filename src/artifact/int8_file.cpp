@@ -49,7 +49,9 @@ at::Tensor unpack_int4(const at::Tensor& packed) {
   return at::stack({low, high}, -1).reshape({packed.size(0), packed.size(1) * 2});
 }
 
-void check_calibrated(torch::nn::Module& model, const std::string& source) {
+}  // namespace
+
+void check_observers_calibrated(torch::nn::Module& model, const std::string& source) {
   std::vector<std::string> never;
   const auto stats = quant::observer_stats(model);
   for (const auto& s : stats) {
@@ -65,7 +67,27 @@ void check_calibrated(torch::nn::Module& model, const std::string& source) {
               "(qtft quantize, or qtft train --use-qat)");
 }
 
-}  // namespace
+std::map<std::string, quant::QuantizedWeight> per_channel_integers(const model::TemporalFusionTransformerImpl& model,
+                                                                   const std::string& source) {
+  const int64_t bits = model.options().weight_bits();
+  const quant::QuantRange range = quant::weight_range(bits);
+  const auto quantized = model.per_channel_quantized_weights();
+  const std::set<std::string> quantized_names(quantized.begin(), quantized.end());
+  std::map<std::string, quant::QuantizedWeight> integers;
+  for (const auto& [name, weight] : named_weights(model)) {
+    if (!quantized_names.count(name)) continue;
+    // The scales and rounding of quant::fake_quantize_weight; q * scale is then the value
+    // fake quantization gives, bitwise, which is checked rather than assumed.
+    const at::Tensor scales = quant::symmetric_per_channel_scales(weight, 0, range.qmax);
+    const at::Tensor fake = quant::fake_quantize_weight(weight, bits);
+    const at::Tensor q = at::round(fake / scales.unsqueeze(1)).to(at::kChar);
+    if (!at::equal(q.to(at::kFloat) * scales.unsqueeze(1), fake)) {
+      throw Error(source + ": " + name + ": the integers times their scales differ from the fake-quantized weight");
+    }
+    integers.emplace(name, quant::QuantizedWeight{q, scales.contiguous()});
+  }
+  return integers;
+}
 
 Int8ExportSummary export_int8_file(const ModelFile& qat_model, const std::string& source,
                                    const std::filesystem::path& output) {
@@ -78,31 +100,24 @@ Int8ExportSummary export_int8_file(const ModelFile& qat_model, const std::string
   ModelFile copy{qat_model.options, qat_model.features, qat_model.dataset, qat_model.weights, std::nullopt};
   auto loaded = model_from_file(std::move(copy), source, c10::Device(c10::kCPU));
   auto& model = *loaded.model;
-  check_calibrated(model, source);
+  check_observers_calibrated(model, source);
 
   const int64_t bits = qat_model.options.weight_bits();
-  const quant::QuantRange range = quant::weight_range(bits);
-  const auto quantized = model.per_channel_quantized_weights();
-  const std::set<std::string> quantized_names(quantized.begin(), quantized.end());
+  const auto integers = per_channel_integers(model, source);
 
   io::TensorFile out;
   out.metadata = model_file_metadata(qat_model, kInt8Format);
   nlohmann::json shapes = nlohmann::json::object();
   Int8ExportSummary summary;
   for (const auto& [name, weight] : named_weights(model)) {
-    if (!quantized_names.count(name)) {
+    const auto quantized = integers.find(name);
+    if (quantized == integers.end()) {
       out.tensors.emplace_back(kModelWeightPrefix + name, weight);
       summary.float_values += weight.numel();
       continue;
     }
-    // The scales and rounding of quant::fake_quantize_weight; q * scale is then the value
-    // fake quantization gives, bitwise, which is checked rather than assumed.
-    const at::Tensor scales = quant::symmetric_per_channel_scales(weight, 0, range.qmax);
-    const at::Tensor fake = quant::fake_quantize_weight(weight, bits);
-    const at::Tensor q = at::round(fake / scales.unsqueeze(1)).to(at::kChar);
-    if (!at::equal(q.to(at::kFloat) * scales.unsqueeze(1), fake)) {
-      throw Error(source + ": " + name + ": the integers times their scales differ from the fake-quantized weight");
-    }
+    const at::Tensor& q = quantized->second.values;
+    const at::Tensor& scales = quantized->second.scales;
     const std::string key = kInt8Prefix + name;
     out.tensors.emplace_back(key, bits == 4 ? pack_int4(q) : q);
     out.tensors.emplace_back(key + ".scale", scales.contiguous());

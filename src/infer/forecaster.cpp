@@ -13,6 +13,8 @@
 #include "qtft/data/features/batch.h"
 #include "qtft/data/features/dataset.h"
 #include "qtft/infer/forecast.h"
+#include "qtft/io/npy_file.h"
+#include "qtft/model/model_inputs.h"
 
 namespace qtft::infer {
 
@@ -165,10 +167,14 @@ Forecast Forecaster::forecast(const data::BarSeries& recent, std::span<const int
           .front());
 }
 
-std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> recent,
-                                           std::span<const std::vector<int64_t>> future_timestamps_ns) const {
+struct Forecaster::PreparedBatch {
+  std::vector<PreparedSeries> series;
+  data::Batch batch;
+};
+
+Forecaster::PreparedBatch Forecaster::prepare_batch(std::span<const data::BarSeries> recent,
+                                                    std::span<const std::vector<int64_t>> future_timestamps_ns) const {
   const State& st = *state_;
-  if (recent.empty()) return {};
   if (!future_timestamps_ns.empty() && future_timestamps_ns.size() != recent.size()) {
     throw Error("forecast: " + std::to_string(future_timestamps_ns.size()) + " lists of future timestamps for " +
                 std::to_string(recent.size()) + " series");
@@ -192,7 +198,7 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
                                static_cast<int64_t>(features.statics.size()),
                                /*with_target=*/false};
   data::Batch batch = data::empty_batch(shape);
-  const int64_t b = shape.windows, h = shape.horizon;
+  const int64_t b = shape.windows;
   for (int64_t i = 0; i < b; ++i) {
     auto& p = prepared[static_cast<size_t>(i)];
     std::vector<data::UnknownLevel> ahead;  // levels of the rows ahead the model has not seen
@@ -210,6 +216,15 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
     rows.symbol_id = p.features.symbol_id;
     data::fill_window(batch, shape, i, rows);
   }
+  return {std::move(prepared), std::move(batch)};
+}
+
+std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> recent,
+                                           std::span<const std::vector<int64_t>> future_timestamps_ns) const {
+  const State& st = *state_;
+  if (recent.empty()) return {};
+  auto [prepared, batch] = prepare_batch(recent, future_timestamps_ns);
+  const int64_t b = static_cast<int64_t>(prepared.size()), h = st.file.dataset.horizon;
 
   at::Tensor scaled;
   {
@@ -239,6 +254,22 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
     out.push_back(std::move(p.forecast));
   }
   return out;
+}
+
+std::vector<std::filesystem::path> Forecaster::save_inputs(
+    std::span<const data::BarSeries> recent, const std::filesystem::path& folder,
+    std::span<const std::vector<int64_t>> future_timestamps_ns) const {
+  if (recent.empty()) throw Error("save inputs: no series to take the inputs of");
+  const auto batch = prepare_batch(recent, future_timestamps_ns).batch;
+  std::vector<std::pair<const char*, at::Tensor>> inputs{
+      {model::kObservedInput, batch.observed}, {model::kKnownInput, batch.known}, {model::kSymbolInput, batch.symbol}};
+  if (state_->file.options.num_static() > 0) inputs.emplace_back(model::kStaticsInput, batch.statics);
+  std::vector<std::filesystem::path> written;
+  for (const auto& [name, tensor] : inputs) {
+    written.push_back(folder / (std::string(name) + ".npy"));
+    io::save_npy(written.back(), tensor);
+  }
+  return written;
 }
 
 int64_t Forecaster::encoder_length() const { return state_->file.dataset.encoder_length; }

@@ -10,6 +10,9 @@
 namespace qtft::io {
 struct TensorFile;
 }
+namespace qtft::model {
+class TemporalFusionTransformerImpl;
+}
 
 namespace qtft::artifact {
 
@@ -43,6 +46,17 @@ struct Int8ExportSummary {
 // --use-qat).
 Int8ExportSummary export_int8_file(const ModelFile& qat_model, const std::string& source,
                                    const std::filesystem::path& output);
+
+// Throws qtft::Error naming `source` and the first observers of `model` that never saw
+// data: their scales are placeholders, which no quantized file may carry.
+void check_observers_calibrated(torch::nn::Module& model, const std::string& source);
+
+// The integers and per-channel scales of every weight that `model` (a QAT model, its
+// weights in float) fake-quantizes per channel, by weight name: what an int8 export stores,
+// integers times scales bitwise the fake-quantized weight (checked; qtft::Error naming
+// `source` and the weight otherwise).
+std::map<std::string, quant::QuantizedWeight> per_channel_integers(const model::TemporalFusionTransformerImpl& model,
+                                                                   const std::string& source);
 
 // What an int8 export's integers are, once read.
 struct Int8Weights {

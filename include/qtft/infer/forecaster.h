@@ -90,6 +90,13 @@ class Forecaster {
   std::vector<Forecast> forecast(std::span<const data::BarSeries> recent,
                                  std::span<const std::vector<int64_t>> future_timestamps_ns = {}) const;
 
+  // The tensors forecast(recent, future_timestamps_ns) runs the model on, as .npy files in
+  // `folder` (which must exist) named as the model's inputs (model/model_inputs.h: the ONNX
+  // export's graph inputs), each written atomically: for a serving system to check its own
+  // featurization against qtft's. Returns the files written, in the inputs' order.
+  std::vector<std::filesystem::path> save_inputs(std::span<const data::BarSeries> recent,
+                                                 const std::filesystem::path& folder,
+                                                 std::span<const std::vector<int64_t>> future_timestamps_ns = {}) const;
   int64_t encoder_length() const;
   int64_t horizon() const;
   // Bars a forecast needs: the encoder length, plus one because returns and gaps need the
@@ -106,7 +113,10 @@ class Forecaster {
   std::string int8_kernels() const;
 
  private:
-  struct State;  // the model and its file, shared by copies
+  struct State;          // the model and its file, shared by copies
+  struct PreparedBatch;  // the series' features and the batch the model takes
+  PreparedBatch prepare_batch(std::span<const data::BarSeries> recent,
+                              std::span<const std::vector<int64_t>> future_timestamps_ns) const;
   explicit Forecaster(std::shared_ptr<const State> state) : state_(std::move(state)) {}
   std::shared_ptr<const State> state_;
 };

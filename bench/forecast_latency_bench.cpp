@@ -8,7 +8,7 @@
 // (LibTorch's profiler, after the timed rounds, so it does not slow them).
 //   build/bench/forecast_latency_bench [--calls 200] [--threads 1] [--json out.json]
 //                                      [--config paper] [--model int8-integer-a7]
-//                                      [--profile 50] [--top 25]
+//                                      [--profile 50] [--top 25] [--export-onnx DIR]
 #include <ATen/Parallel.h>
 
 #include <unistd.h>
@@ -29,6 +29,7 @@
 #include "qtft/infer/forecaster.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/model/model_building.h"
+#include "qtft/onnx/onnx_export.h"
 #include "qtft/train/calibration.h"
 
 namespace {
@@ -97,7 +98,8 @@ struct Loaded {
 // that the machine's slower and faster spells fall on all of them alike: their ratios to
 // FP32 are what the targets are about, and on a shared machine the spells last seconds.
 std::vector<nlohmann::json> measure(const qtft::bench::TftConfig& c, const std::vector<const Variant*>& variants,
-                                    int calls, int profiled_calls, int top, const std::filesystem::path& dir) {
+                                    int calls, int profiled_calls, int top, const std::filesystem::path& dir,
+                                    const std::filesystem::path& onnx_dir) {
   const auto bars = qtft::data::generate_synthetic_bars(qtft::data::SyntheticOptions{});
   const auto dataset = qtft::bench::dataset_for(c);
   std::vector<Loaded> models;
@@ -136,6 +138,23 @@ std::vector<nlohmann::json> measure(const qtft::bench::TftConfig& c, const std::
       const auto start = Clock::now();
       m.forecaster.forecast(many);
       m.batch_ms_total += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
+  }
+
+  if (!onnx_dir.empty()) {
+    // The same models as ONNX graphs and the same series as the graphs' inputs, for
+    // onnx_latency_bench.py to time onnxruntime on: the FP32 file as a float graph, an int8
+    // file as QDQ (its two kernels are one graph).
+    for (const Loaded& m : models) {
+      const std::string name = std::string(c.name) + "-" + m.variant->name;
+      if (m.variant->name == std::string("fp32") || m.variant->int8_file)
+        qtft::onnx_export::export_onnx(m.path, onnx_dir / (name + ".onnx"));
+    }
+    for (const auto& [folder, series] :
+         {std::pair{"batch1", std::vector<qtft::data::BarSeries>{one}}, std::pair{"batch64", many}}) {
+      const auto inputs = onnx_dir / (std::string(c.name) + "-" + folder);
+      std::filesystem::create_directories(inputs);
+      models.front().forecaster.save_inputs(series, inputs);
     }
   }
 
@@ -201,12 +220,17 @@ int main(int argc, char** argv) {
   std::vector<std::string> only_configs, only_models;
   app.add_option("--config", only_configs, "Only these configurations (small, paper); default all");
   app.add_option("--model", only_models, "Only these models (fp32, qat, int8-dequantized, ...); default all");
+  std::string onnx_dir;
+  app.add_option("--export-onnx", onnx_dir,
+                 "Also write the FP32 and int8 models as ONNX graphs, and the timed series as their inputs, to this "
+                 "folder (bench/onnx_latency_bench.py times onnxruntime on them)");
   CLI11_PARSE(app, argc, argv);
   if (calls < 1) {
     std::fprintf(stderr, "--calls must be at least 1\n");
     return 2;
   }
   if (threads > 0) at::set_num_threads(threads);
+  if (!onnx_dir.empty()) std::filesystem::create_directories(onnx_dir);
   const auto dir = std::filesystem::temp_directory_path() / ("qtft-forecast-bench-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
 
@@ -225,7 +249,7 @@ int main(int argc, char** argv) {
     for (const Variant& v : kVariants) {
       if (!v.qat || wanted(only_models, v.name)) variants.push_back(&v);
     }
-    auto rows = measure(c, variants, calls, profiled_calls, top, dir);
+    auto rows = measure(c, variants, calls, profiled_calls, top, dir, onnx_dir);
     const double fp32_single = rows.front()["single_median_ms"].get<double>();
     const double fp32_batch = rows.front()["batch_ms"].get<double>();
     for (auto& r : rows) {

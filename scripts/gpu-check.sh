@@ -44,9 +44,12 @@ usage() {
 # out: with libclang-cpp14 and libllvm14 it is 165 MB unpacked (33 MB of .debs), far past
 # what a carried path may hold; --run skips Format.ClangFormatClean instead (it checks the
 # source text, the same here and there).
-pack_packages=(googletest libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev libgloo-dev)
+# ONNX and protobuf (qtft export-onnx) come with their shared libraries, which the built
+# programs load from the pack (LD_LIBRARY_PATH in --run).
+pack_packages=(googletest libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev libgloo-dev
+               libonnx-dev libonnx1 libprotobuf-dev libprotobuf32 libprotobuf-lite32)
 # Bump when the pack's layout changes, so that an older pack is rebuilt.
-pack_format=1
+pack_format=2
 
 candidate_version() {
   apt-cache show --no-all-versions "$1" 2>/dev/null | sed -n 's/^Version: //p' | head -n1
@@ -410,6 +413,8 @@ run() {
   # finds nlohmann_json through the environment's).
   local prefix_path="$gtest_prefix;$pack/usr"
   export CMAKE_PREFIX_PATH="$gtest_prefix:$pack/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  # The pack's shared libraries (ONNX, protobuf) for the programs built against them.
+  export LD_LIBRARY_PATH="$pack/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   local configure=(cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
     -DQTFT_PYTHON="$py" -DCMAKE_PREFIX_PATH="$prefix_path"
     -DGTest_DIR="$gtest_dir"
@@ -449,6 +454,10 @@ run() {
   fi
   if ! command -v chromium >/dev/null; then
     exclude+=('RenderInABrowser$'); reasons+=("no chromium (the report's rendering test)")
+  fi
+  if ! "$py" -c 'import onnxruntime' 2>/dev/null; then
+    exclude+=('^OnnxExportCli\.|^bench_smoke\.onnx_latency$')
+    reasons+=("no onnxruntime in $py (the ONNX export's checks run it)")
   fi
   local exclude_re=""
   if ((${#exclude[@]})); then exclude_re="$(IFS='|'; echo "${exclude[*]}")"; fi

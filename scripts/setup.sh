@@ -2,7 +2,8 @@
 # Installs everything qtft needs on a fresh Debian 12 machine and builds it; every step is
 # skipped when already done, so rerunning costs seconds. Used by the README's two commands.
 #   apt: compilers and build tools, GoogleTest, nlohmann-json, CLI11, ccache, gloo headers,
-#        clang-format (the test suite checks the formatting), tzdata (--calendar-timezone)
+#        ONNX and protobuf (qtft export-onnx), clang-format (the test suite checks the
+#        formatting), tzdata (--calendar-timezone)
 #   venv: the pinned torch and pyarrow wheels (LibTorch, Arrow/Parquet C++), outside the
 #         clone under ~/.cache/qtft/venv-<hash of requirements.txt>, shared by all clones
 #   build: cmake --preset release, then ninja, into build/: the targets given as arguments
@@ -11,7 +12,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-apt_packages=(g++ cmake ninja-build ccache libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev libgloo-dev clang-format tzdata)
+apt_packages=(g++ cmake ninja-build ccache libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev libgloo-dev libonnx-dev
+              libprotobuf-dev clang-format tzdata)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

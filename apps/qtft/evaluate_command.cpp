@@ -1,6 +1,8 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +10,7 @@
 #include "model_run.h"
 #include "qtft/eval/baselines.h"
 #include "qtft/eval/evaluate.h"
+#include "qtft/eval/split_tensors.h"
 #include "qtft/io/atomic_file.h"
 #include "run_flags.h"
 
@@ -27,7 +30,7 @@ void print_units_row(const char* name, const eval::TargetUnitFigures& m) {
 void add_evaluate_command(CLI::App& app) {
   struct Flags {
     ModelRunFlags run;
-    std::string metrics_json;
+    std::string metrics_json, save_inputs;
     double cost_bps = 0.0;
   };
   auto flags = std::make_shared<Flags>();
@@ -38,10 +41,18 @@ void add_evaluate_command(CLI::App& app) {
                   "Trading cost of the desk metrics' position, in basis points per unit of position traded")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--save-inputs", flags->save_inputs,
+                  "Also write every window of the split as the model took it and answered (its inputs as the ONNX "
+                  "graph's, target.npy, quantiles.npy) to this folder");
   cmd->callback([flags] {
     auto run = open_model_run(flags->run);
+    eval::SplitTensors recorded;
+    std::function<void(const data::Batch&, const model::TftOutput&)> record;
+    if (!flags->save_inputs.empty()) {
+      record = [&recorded](const data::Batch& batch, const model::TftOutput& out) { recorded.add(batch, out); };
+    }
     const auto evaluation = eval::evaluate_for_desk(run.loaded.model, run.dataset, run.split, flags->run.batch_size,
-                                                    run.device, flags->cost_bps);
+                                                    run.device, flags->cost_bps, record);
     const auto& metrics = evaluation.metrics;
     auto baselines = eval::evaluate_baselines(run.dataset, run.split, run.loaded.model->options().quantiles());
     std::printf("%s split: %lld windows (metrics in units of the training return std)\n", data::split_name(run.split),
@@ -58,6 +69,12 @@ void add_evaluate_command(CLI::App& app) {
     }
     std::printf("as a desk reads it (target units; the median forecast):\n%s",
                 eval::format_desk_metrics(evaluation.desk, "  ").c_str());
+    if (!flags->save_inputs.empty()) {
+      std::filesystem::create_directories(flags->save_inputs);
+      recorded.save(flags->save_inputs);
+      std::fprintf(stderr, "Wrote the %s split's inputs, target and quantiles to %s\n", data::split_name(run.split),
+                   flags->save_inputs.c_str());
+    }
     if (!flags->metrics_json.empty()) {
       // Keys named after the split, as training names its own: val_loss, test_loss, train_loss.
       const std::string prefix = run.split == data::Split::Validation ? "val" : data::split_name(run.split);

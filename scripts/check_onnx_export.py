@@ -53,6 +53,27 @@ def pinball(quantiles, target, levels):
     return float(np.mean(np.maximum(levels * error, (levels - 1.0) * error)))
 
 
+def executed_operators(model, folder):
+    """The operators onnxruntime runs for the graph after its optimizations (its fused
+    integer kernels among them), by count, from its profile of one run on `folder`'s inputs."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.enable_profiling = True
+    options.profile_file_prefix = os.path.join(os.path.dirname(os.path.abspath(model)), "ort-profile")
+    sess = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    run_graph(sess, folder)
+    profile = sess.end_profiling()
+    with open(profile) as f:
+        events = json.load(f)
+    os.remove(profile)
+    counts = {}
+    for event in events:
+        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
+            op = event.get("args", {}).get("op_name", "?")
+            counts[op] = counts.get(op, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def levels_of(sess):
     return json.loads(sess.get_modelmeta().custom_metadata_map["qtft.quantiles"])
 

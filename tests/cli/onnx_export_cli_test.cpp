@@ -162,16 +162,18 @@ TEST_F(OnnxExportCli, TheGoldenModelsRunInOnnxRuntimeAsQtftForecastsThem) {
   check_split(kGolden + "declared_b7a7acb_fp32.safetensors", dir_->file("declared-fp32.onnx"), "declared-fp32");
 }
 
-TEST_F(OnnxExportCli, EveryDeclaredKindAtFourBitsAndItsInt8FileExportAsQdq) {
+TEST_F(OnnxExportCli, EveryDeclaredKindAtFourBitsAndSevenBitActivationsAndItsInt8FileExportAsQdq) {
   // An observed categorical, a known real and a static real (the golden declared models have
-  // the other kinds), at variable width 16 under a hidden size of 32, with 4-bit weights.
+  // the other kinds), at variable width 16 under a hidden size of 32, with 4-bit weights and
+  // 7-bit activations (a Clip between each QuantizeLinear and DequantizeLinear).
   const std::string qat = dir_->file("kinds.qat.safetensors"), int8 = dir_->file("kinds.int8.safetensors");
-  auto run = run_qtft(*dir_, "train --csv-file " + dir_->file("train.csv") +
-                                 " --observed lead_signal --observed-categorical event_flag --known f00 --static tick"
-                                 " --hidden-size 32 --variable-hidden-size 16 --attention-heads 2 --encoder-length 16"
-                                 " --horizon 4 --epochs 1 --max-batches-per-epoch 3 --batch-size 16 --seed 3"
-                                 " --use-qat --weight-bits 4 --qat-calibration-batches 2 --save-model " +
-                                 qat);
+  auto run =
+      run_qtft(*dir_, "train --csv-file " + dir_->file("train.csv") +
+                          " --observed lead_signal --observed-categorical event_flag --known f00 --static tick"
+                          " --hidden-size 32 --variable-hidden-size 16 --attention-heads 2 --encoder-length 16"
+                          " --horizon 4 --epochs 1 --max-batches-per-epoch 3 --batch-size 16 --seed 3"
+                          " --use-qat --weight-bits 4 --activation-bits 7 --qat-calibration-batches 2 --save-model " +
+                          qat);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   export_and_check_forecast(qat, dir_->file("recent.csv"), "kinds-qat", kQdqTolerance);
   ASSERT_EQ(run_qtft(*dir_, "export-int8 --load-model " + qat + " --output " + int8).exit_code, 0);

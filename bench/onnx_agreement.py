@@ -159,11 +159,12 @@ def main():
         # Configuration W's sizes (bench/bench_configs.h): the paper's encoder, horizon and
         # hidden size with 201 declared observed inputs at width 16.
         if wanted("wide-paper-fp32"):
-            qtft(["make-data", "--output", path("wide-paper.csv"), "--rows", "1600", "--symbols", "2",
+            qtft(["make-data", "--output", path("wide-paper.csv"), "--rows", "2400", "--symbols", "2",
                   "--extra-inputs", "203"], binary)
             qtft(["train", "--csv-file", path("wide-paper.csv"), "--observed", "lead_signal,f*", "--hidden-size", "160",
                   "--attention-heads", "4", "--encoder-length", "168", "--horizon", "24", "--epochs", "1",
                   "--max-batches-per-epoch", "1", "--batch-size", "8", "--threads", "2",
+                  "--validation-fraction", "0.2", "--test-fraction", "0.2",
                   "--save-model", path("wide-paper.safetensors")], binary)
             rows.append(measure("wide-paper-fp32", path("wide-paper.safetensors"), path("wide-paper.csv"),
                                 path("wide-paper.csv"), work, binary))

@@ -31,9 +31,10 @@ const std::string kGolden = std::string(QTFT_TEST_DATA_DIR) + "/golden/";
 // (docs/DEPLOYMENT.md gives the measured figures): a float graph as FP32 rounds. A QDQ
 // graph rounds each activation at x / scale where qtft multiplies by 1 / scale
 // (quant/quant_params.h): near a tie the two pick neighbouring codes, and with 4-bit weights
-// that moves a forecast by up to about 1% of its scale; the split's loss is held to 0.1%.
+// or 7-bit activations that moved a forecast by up to 2.5% of its scale (bench/
+// onnx_agreement.py); the split's loss is held to 0.1%.
 constexpr const char* kFloatTolerance = "1e-5";
-constexpr const char* kQdqTolerance = "0.05";
+constexpr const char* kQdqTolerance = "0.1";
 
 struct CheckRun {
   int exit_code = -1;

@@ -78,8 +78,35 @@ def levels_of(sess):
     return json.loads(sess.get_modelmeta().custom_metadata_map["qtft.quantiles"])
 
 
+def metadata_problems(sess, folder):
+    """What the graph's metadata properties lack or contradict: the quantile levels, the
+    window's lengths and the columns of each input, against the graph and its inputs."""
+    meta = sess.get_modelmeta().custom_metadata_map
+    missing = [k for k in ("qtft.quantiles", "qtft.inputs", "qtft.horizon", "qtft.encoder_length", "qtft.version",
+                           "qtft.model_kind", "qtft.graph", "qtft.features", "qtft.config") if k not in meta]
+    if missing:
+        return [f"missing {', '.join(missing)}"]
+    problems = []
+    columns = json.loads(meta["qtft.inputs"])
+    levels = json.loads(meta["qtft.quantiles"])
+    horizon, encoder = int(meta["qtft.horizon"]), int(meta["qtft.encoder_length"])
+    for name in ("observed", "known", "statics"):
+        path = os.path.join(folder, name + ".npy")
+        width = np.load(path).shape[-1] if os.path.exists(path) else 0
+        if width != len(columns[name]):
+            problems.append(f"qtft.inputs names {len(columns[name])} {name} columns, the input has {width}")
+    known = np.load(os.path.join(folder, "known.npy"))
+    if known.shape[1] != encoder + horizon:
+        problems.append(f"known spans {known.shape[1]} bars, qtft.encoder_length + qtft.horizon is {encoder + horizon}")
+    output = sess.get_outputs()[0].shape
+    if output[1:] != [horizon, len(levels)]:
+        problems.append(f"the output is {output}, the metadata say [batch, {horizon}, {len(levels)}]")
+    return problems
+
+
 def check_forecast(args):
     sess = session(args.model)
+    problems = metadata_problems(sess, args.inputs)
     graph = run_graph(sess, args.inputs)["quantiles_target_units"].astype(np.float64)
     with open(args.forecast) as f:
         forecasts = json.load(f)
@@ -95,8 +122,9 @@ def check_forecast(args):
         "max_relative_to_forecast_scale": float(difference.max() / scale),
         "max_elementwise_relative": float(np.max(difference / np.maximum(np.abs(qtft), 1e-30))),
         "rtol": args.rtol,
+        "metadata_problems": problems,
     }
-    figures["pass"] = figures["max_relative_to_forecast_scale"] <= args.rtol
+    figures["pass"] = figures["max_relative_to_forecast_scale"] <= args.rtol and not problems
     return figures
 
 

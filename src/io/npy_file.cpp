@@ -33,9 +33,10 @@ void save_npy(const std::filesystem::path& path, const at::Tensor& tensor) {
                 " as .npy");
   }
   const at::Tensor values = tensor.cpu().contiguous();
+  // Python's tuple: (2, 3), (2,) for one dimension, () for none.
   std::string shape;
-  for (int64_t size : values.sizes()) shape += std::to_string(size) + ", ";
-  if (values.dim() > 1) shape.resize(shape.size() - 1);  // (2, 3) but (2,) for one dimension
+  for (int64_t size : values.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(size);
+  if (values.dim() == 1) shape += ",";
   std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" + shape + "), }";
   // The magic, the version, a 2-byte header length, then the header padded with spaces and
   // ended by a newline so that the values start at a multiple of 64 bytes.

@@ -102,8 +102,10 @@ def measure(name, model, recent, split_bars, work, binary, int8_kernels=None):
            "split_max_relative_to_output_scale": split["max_relative_to_output_scale"],
            "onnxruntime_operators": check_onnx_export.executed_operators(graph, inputs)}
     if row["graph"] == "qdq":
-        activations, products, floats = numbers(r"QDQ: (\d+) activations quantized, (\d+) products in int8; (\d+)")
-        row.update({"quantized_activations": activations, "int8_products": products, "float_weights": floats})
+        activations, products, tables, floats = numbers(
+            r"QDQ: (\d+) activations quantized, (\d+) products and (\d+) embedding tables in int8; (\d+)")
+        row.update({"quantized_activations": activations, "int8_products": products, "int8_tables": tables,
+                    "float_weights": floats})
     return row
 
 
@@ -148,7 +150,7 @@ def main():
                 int8 = path(name + ".int8.safetensors")
                 qtft(["export-int8", "--load-model", model, "--output", int8], binary)
                 rows.append(measure(int8_name, int8, recent, train, work, binary, "dequantized"))
-        # A wide model: 40 declared inputs at the narrower default width 16.
+        # A wide model: 38 declared inputs at the narrower default width 16.
         if wanted("wide-fp32"):
             qtft(["make-data", "--output", path("wide.csv"), "--rows", "400", "--symbols", "2", "--extra-inputs", "40"],
                  binary)

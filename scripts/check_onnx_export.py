@@ -90,9 +90,10 @@ def metadata_problems(sess, folder):
     columns = json.loads(meta["qtft.inputs"])
     levels = json.loads(meta["qtft.quantiles"])
     horizon, encoder = int(meta["qtft.horizon"]), int(meta["qtft.encoder_length"])
+    takes = {i.name for i in sess.get_inputs()}
     for name in ("observed", "known", "statics"):
         path = os.path.join(folder, name + ".npy")
-        width = np.load(path).shape[-1] if os.path.exists(path) else 0
+        width = np.load(path).shape[-1] if name in takes else 0
         if width != len(columns[name]):
             problems.append(f"qtft.inputs names {len(columns[name])} {name} columns, the input has {width}")
     known = np.load(os.path.join(folder, "known.npy"))

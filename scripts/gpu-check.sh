@@ -456,7 +456,7 @@ run() {
     exclude+=('RenderInABrowser$'); reasons+=("no chromium (the report's rendering test)")
   fi
   if ! "$py" -c 'import onnxruntime' 2>/dev/null; then
-    exclude+=('^OnnxExportCli\.|^bench_smoke\.onnx_latency$')
+    exclude+=('^OnnxExportCli\.|^bench_smoke\.onnx_(latency|agreement)$')
     reasons+=("no onnxruntime in $py (the ONNX export's checks run it)")
   fi
   local exclude_re=""

@@ -45,6 +45,8 @@ void add_evaluate_command(CLI::App& app) {
                   "Also write every window of the split as the model took it and answered (its inputs as the ONNX "
                   "graph's, target.npy, quantiles.npy) to this folder");
   cmd->callback([flags] {
+    // The folder first: a path that cannot be one fails before any work.
+    if (!flags->save_inputs.empty()) std::filesystem::create_directories(flags->save_inputs);
     auto run = open_model_run(flags->run);
     eval::SplitTensors recorded;
     std::function<void(const data::Batch&, const model::TftOutput&)> record;
@@ -70,7 +72,6 @@ void add_evaluate_command(CLI::App& app) {
     std::printf("as a desk reads it (target units; the median forecast):\n%s",
                 eval::format_desk_metrics(evaluation.desk, "  ").c_str());
     if (!flags->save_inputs.empty()) {
-      std::filesystem::create_directories(flags->save_inputs);
       recorded.save(flags->save_inputs);
       std::fprintf(stderr, "Wrote the %s split's inputs, target and quantiles to %s\n", data::split_name(run.split),
                    flags->save_inputs.c_str());

@@ -32,10 +32,10 @@ void add_export_onnx_command(CLI::App& app) {
                 static_cast<long long>(onnx_export::kOpset), static_cast<long long>(summary.nodes));
     if (summary.qdq) {
       std::printf(
-          "QDQ: %lld activations quantized, %lld products in int8; %lld weights stay float (the LSTMs', and the "
-          "products whose input is not an observer's)\n",
-          static_cast<long long>(summary.quantized_activations), static_cast<long long>(summary.quantized_weights),
-          static_cast<long long>(summary.float_weights));
+          "QDQ: %lld activations quantized, %lld products and %lld embedding tables in int8; %lld weights stay "
+          "float (the LSTMs', and the products whose input is not an observer's)\n",
+          static_cast<long long>(summary.quantized_activations), static_cast<long long>(summary.int8_products),
+          static_cast<long long>(summary.int8_tables), static_cast<long long>(summary.float_weights));
     }
     std::printf("Saved %s (%s)\n", f.output.c_str(), format_bytes(summary.file_bytes).c_str());
   });

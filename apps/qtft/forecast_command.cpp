@@ -36,8 +36,8 @@ void add_forecast_command(CLI::App& app) {
       ->check(writable_file());
   cmd->add_flag("--json", flags->json, "Print the forecasts as JSON instead of a table");
   cmd->add_option("--save-inputs", flags->save_inputs,
-                  "Also write the tensors the model takes (observed.npy, known.npy, symbol.npy, statics.npy: the "
-                  "ONNX graph's inputs) to this folder");
+                  "Also write the tensors the model takes (observed.npy, known.npy, symbol.npy, and statics.npy when "
+                  "it has statics: the ONNX graph's inputs) to this folder");
   add_runtime_flags(*cmd, flags->runtime);
   add_precision_flag(*cmd, flags->runtime);
   add_int8_kernels_flag(*cmd, flags->int8_kernels);
@@ -49,6 +49,8 @@ void add_forecast_command(CLI::App& app) {
     if (f.data.source.uses_embedded_data())
       throw UsageError("forecast needs --parquet-file or --csv-file (the recent bars)");
     finish_data_flags(f.data);
+    // The folder first: a path that cannot be one fails before any work.
+    if (!f.save_inputs.empty()) std::filesystem::create_directories(f.save_inputs);
     f.runtime.apply();
     f.runtime.resolve_device();  // a GPU's limit, and --device cuda refused without one, before loading
     auto forecaster = infer::Forecaster::load(
@@ -64,7 +66,6 @@ void add_forecast_command(CLI::App& app) {
     auto forecasts = forecaster.forecast(bars.series);
     for (const auto& forecast : forecasts) std::cerr << infer::format_unknown_levels(forecast);
     if (!f.save_inputs.empty()) {
-      std::filesystem::create_directories(f.save_inputs);
       std::string names;
       for (const auto& path : forecaster.save_inputs(bars.series, f.save_inputs))
         names += (names.empty() ? "" : ", ") + path.filename().string();

@@ -65,8 +65,11 @@ Attribute::Attribute(std::string name, std::string value) {
 }
 
 std::string GraphBuilder::fresh(const std::string& hint) {
-  const int64_t n = used_[hint]++;
-  return n == 0 ? hint : hint + "_" + std::to_string(n);
+  // hint, then hint_1, hint_2, ...; a name taken already (a hint may end in _1 itself) is skipped.
+  std::string name = hint;
+  for (int64_t& n = suffixes_[hint]; taken_.count(name) > 0;) name = hint + "_" + std::to_string(++n);
+  taken_.insert(name);
+  return name;
 }
 
 std::string GraphBuilder::constant(const std::string& hint, const at::Tensor& tensor) {
@@ -120,13 +123,13 @@ std::vector<std::string> GraphBuilder::node(const std::string& op, const std::ve
 
 void GraphBuilder::input(const std::string& name, int32_t type, const std::vector<int64_t>& shape,
                          const std::string& dynamic) {
-  TORCH_CHECK(used_[name]++ == 0, "ONNX export: the input name ", name, " is taken");
+  TORCH_CHECK(taken_.insert(name).second, "ONNX export: the input name ", name, " is taken");
   describe(*graph_.add_input(), name, type, shape, dynamic);
 }
 
 void GraphBuilder::output(const std::string& value, const std::string& name, int32_t type,
                           const std::vector<int64_t>& shape, const std::string& dynamic) {
-  TORCH_CHECK(used_[name]++ == 0, "ONNX export: the output name ", name, " is taken");
+  TORCH_CHECK(taken_.insert(name).second, "ONNX export: the output name ", name, " is taken");
   auto& identity = *graph_.add_node();
   identity.set_op_type("Identity");
   identity.set_name(name);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,8 @@ class GraphBuilder {
  private:
   std::string fresh(const std::string& hint);
   ONNX_NAMESPACE::GraphProto& graph_;
-  std::map<std::string, int64_t> used_;
+  std::set<std::string> taken_;              // every value name given out
+  std::map<std::string, int64_t> suffixes_;  // the last suffix given to each hint
 };
 
 }  // namespace qtft::onnx_export

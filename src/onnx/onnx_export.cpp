@@ -77,9 +77,13 @@ void check_graph(const ONNX_NAMESPACE::ModelProto& model, const std::string& sou
 OnnxExportSummary export_onnx(const std::filesystem::path& model_path, const std::filesystem::path& output,
                               const OnnxExportOptions& options) {
   const std::string source = model_path.string();
+  // Before any work: the folder must exist and the path must not be one.
   const auto folder = output.parent_path();
   if (!folder.empty() && !std::filesystem::is_directory(folder)) {
     throw Error(output.string() + ": the folder " + folder.string() + " does not exist; nothing was written");
+  }
+  if (std::filesystem::is_directory(output)) {
+    throw Error(output.string() + ": is a folder; give the graph's file name (model.onnx)");
   }
   // Dequantized kernels: the int8 file's weights as their integers times their scales, the
   // integers kept beside them.
@@ -128,7 +132,8 @@ OnnxExportSummary export_onnx(const std::filesystem::path& model_path, const std
   summary.operators = builder.operator_counts();
   summary.nodes = graph->node_size();
   summary.quantized_activations = counts.quantized_activations;
-  summary.quantized_weights = counts.quantized_weights;
+  summary.int8_products = counts.int8_products;
+  summary.int8_tables = counts.int8_tables;
   summary.float_weights = counts.float_weights;
   summary.file_bytes = bytes.size();
   return summary;

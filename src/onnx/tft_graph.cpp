@@ -44,8 +44,13 @@ class TftEmitter {
   const std::string& path(const Module& module) const { return paths_.at(&module); }
 
   // Shapes and small operators.
+  // A slice of an observer's output is still on its grid: a product it feeds stays
+  // quantized (the known inputs, embedded once and sliced into past and future).
   std::string slice(const std::string& x, int64_t axis, int64_t start, int64_t end, const std::string& hint) {
-    return g_.node("Slice", {x, g_.int64s("start", {start}), g_.int64s("end", {end}), g_.int64s("axis", {axis})}, hint);
+    std::string part =
+        g_.node("Slice", {x, g_.int64s("start", {start}), g_.int64s("end", {end}), g_.int64s("axis", {axis})}, hint);
+    if (observed_.count(x) > 0) observed_.insert(part);
+    return part;
   }
   std::string unsqueeze(const std::string& x, int64_t axis) {
     return g_.node("Unsqueeze", {x, g_.int64s("axes", {axis})}, "unsqueeze");
@@ -79,11 +84,14 @@ class TftEmitter {
     return *observed_.insert(g_.node("DequantizeLinear", {q, scale, zero_point}, name + ".dq")).first;
   }
 
-  // A per-channel quantized weight [rows, cols] (rows: output channels), transposed when
-  // `transpose` (a Dense weight as MatMul takes it, [in, out]): int8 behind a
-  // DequantizeLinear when `quantized`, else the weight the model multiplies by, in float.
-  std::string weight(const std::string& name, const at::Tensor& in_use, bool transpose, bool quantized) {
-    if (!quantized) {
+  // How a weight [rows, cols] (rows: output channels) enters the graph: as a table, or
+  // transposed for MatMul ([in, out]); int8 behind a DequantizeLinear, or the weight the
+  // model multiplies by, in float.
+  enum class Layout { Table, MatMulOperand };
+  enum class Storage { Int8, Float };
+  std::string weight(const std::string& name, const at::Tensor& in_use, Layout layout, Storage storage) {
+    const bool transpose = layout == Layout::MatMulOperand;
+    if (storage == Storage::Float) {
       ++counts_.float_weights;
       return g_.constant(name, transpose ? in_use.t() : in_use);
     }
@@ -91,7 +99,7 @@ class TftEmitter {
     TORCH_CHECK(it != integers_->end(), "ONNX export: no integers for the weight ", name);
     const at::Tensor& values = it->second.values;
     const at::Tensor& scales = it->second.scales;
-    ++counts_.quantized_weights;
+    ++(transpose ? counts_.int8_products : counts_.int8_tables);
     return g_.node("DequantizeLinear",
                    {g_.constant(name + ".int8", transpose ? values.t() : values), g_.constant(name + ".scale", scales),
                     g_.constant(name + ".zero_point", at::zeros({scales.size(0)}, at::kChar))},
@@ -104,9 +112,10 @@ class TftEmitter {
   // multiplies it (ONNX Runtime would quantize such an input on the fly, and round otherwise).
   std::string dense(model::DenseImpl& d, const std::string& x) {
     const std::string& name = path(d);
-    const bool integer = integers_ != nullptr && observed_.count(x) > 0;
-    std::string y =
-        g_.node("MatMul", {x, weight(name + ".linear.weight", d.weight_in_use(), true, integer)}, name + ".matmul");
+    const bool input_on_a_grid = integers_ != nullptr && observed_.count(x) > 0;
+    const std::string w = weight(name + ".linear.weight", d.weight_in_use(), Layout::MatMulOperand,
+                                 input_on_a_grid ? Storage::Int8 : Storage::Float);
+    std::string y = g_.node("MatMul", {x, w}, name + ".matmul");
     if (d.linear->bias.defined()) y = g_.node("Add", {y, g_.constant(name + ".bias", d.linear->bias)}, name + ".add");
     return observe(d.output_quant, y);
   }
@@ -193,7 +202,10 @@ class TftEmitter {
   std::string lookup(torch::nn::EmbeddingImpl& table, const std::string& codes) {
     // Under QDQ the table is its integers behind a DequantizeLinear; a float graph comes
     // from an FP32 model, whose tables are used as loaded.
-    return g_.node("Gather", {weight(path(table) + ".weight", table.weight, false, integers_ != nullptr), codes},
+    return g_.node("Gather",
+                   {weight(path(table) + ".weight", table.weight, Layout::Table,
+                           integers_ != nullptr ? Storage::Int8 : Storage::Float),
+                    codes},
                    path(table) + ".gather", {{"axis", int64_t{0}}});
   }
 

@@ -20,7 +20,8 @@ struct TargetScaling {
 // What the graph holds, by how it computes.
 struct TftGraphCounts {
   int64_t quantized_activations = 0;  // QuantizeLinear/DequantizeLinear pairs, one per observer use
-  int64_t quantized_weights = 0;      // int8 constants behind a DequantizeLinear
+  int64_t int8_products = 0;          // MatMuls whose weight is int8 behind a DequantizeLinear
+  int64_t int8_tables = 0;            // embedding tables, int8 behind a DequantizeLinear
   int64_t float_weights = 0;          // matrices and tables kept in float (the LSTMs' under QDQ)
 };
 

@@ -189,7 +189,7 @@ TEST_F(OnnxExportCli, EveryDeclaredKindAtFourBitsAndSevenBitActivationsAndItsInt
 }
 
 TEST_F(OnnxExportCli, AWideModelAtVariableWidth16Exports) {
-  // 40 declared inputs: the selection networks at the narrower default width.
+  // 38 declared inputs: the selection networks at the narrower default width.
   const std::string bars = dir_->file("wide.csv"), model = dir_->file("wide.safetensors");
   ASSERT_EQ(run_qtft(*dir_, "make-data --output " + bars + " --rows 400 --symbols 2 --extra-inputs 40").exit_code, 0);
   auto run = run_qtft(*dir_, "train --csv-file " + bars +
@@ -216,6 +216,10 @@ TEST_F(OnnxExportCli, BadInputIsRefusedAndNothingIsWritten) {
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_THAT(run.err, HasSubstr("no-such-folder does not exist"));
   EXPECT_FALSE(std::filesystem::exists(dir_->file("no-such-folder")));
+  // An output that is a folder.
+  run = run_qtft(*dir_, "export-onnx --load-model " + fp32 + " --output " + dir_->path().string());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("is a folder; give the graph's file name"));
   // --int8 on an FP32 model: a usage error naming the ways to quantize it.
   run = run_qtft(*dir_, "export-onnx --int8 --load-model " + fp32 + " --output " + dir_->file("fp32.onnx"));
   EXPECT_EQ(run.exit_code, 2);

@@ -27,7 +27,8 @@ struct OnnxExportSummary {
   int64_t nodes = 0;
   std::map<std::string, int64_t> operators;  // nodes per operator
   int64_t quantized_activations = 0;         // QuantizeLinear/DequantizeLinear pairs
-  int64_t quantized_weights = 0;             // int8 weights behind a DequantizeLinear
+  int64_t int8_products = 0;                 // matrix products whose weight is int8
+  int64_t int8_tables = 0;                   // embedding tables in int8
   int64_t float_weights = 0;                 // weight matrices and tables in float
   uint64_t file_bytes = 0;
 };

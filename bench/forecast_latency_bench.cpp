@@ -145,12 +145,14 @@ std::vector<nlohmann::json> measure(const qtft::bench::TftConfig& c, const std::
     // The same models as ONNX graphs and the same series as the graphs' inputs, for
     // onnx_latency_bench.py to time onnxruntime on: the FP32 file as a float graph, the first
     // int8 file as QDQ (the int8 variants differ in their kernels only, not in the graph).
+    // Named <config>-fp32.onnx and <config>-int8.onnx.
     bool int8_exported = false;
     for (const Loaded& m : models) {
-      const std::string name = std::string(c.name) + "-" + m.variant->name;
-      if (m.variant->name == std::string("fp32") || (m.variant->int8_file && !int8_exported)) {
-        qtft::onnx_export::export_onnx(m.path, onnx_dir / (name + ".onnx"));
-        int8_exported = int8_exported || m.variant->int8_file;
+      if (m.variant->name == std::string("fp32")) {
+        qtft::onnx_export::export_onnx(m.path, onnx_dir / (std::string(c.name) + "-fp32.onnx"));
+      } else if (m.variant->int8_file && !int8_exported) {
+        qtft::onnx_export::export_onnx(m.path, onnx_dir / (std::string(c.name) + "-int8.onnx"));
+        int8_exported = true;
       }
     }
     for (const auto& [folder, series] :

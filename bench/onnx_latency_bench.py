@@ -93,7 +93,7 @@ def main():
                                  "batch_series": r["batch_series"], "batch_ms": r["batch_ms"]})
             batch1 = os.path.join(graphs, f"{args.config}-batch1")
             batch64 = os.path.join(graphs, f"{args.config}-batch64")
-            for model, graph in (("fp32", "fp32"), ("int8 (QDQ)", "int8-integer")):
+            for model, graph in (("fp32", "fp32"), ("int8 (QDQ)", "int8")):
                 timing = time_graph(os.path.join(graphs, f"{args.config}-{graph}.onnx"), batch1, batch64, t, args.calls)
                 rows.append({"runtime": f"onnxruntime {ort.__version__}", "model": model, "threads": t, **timing})
 

@@ -55,7 +55,8 @@ def pinball(quantiles, target, levels):
 
 def executed_operators(model, folder):
     """The operators onnxruntime runs for the graph after its optimizations (its fused
-    integer kernels among them), by count, from its profile of one run on `folder`'s inputs."""
+    integer kernels among them), from its profile of one run on `folder`'s inputs: a list of
+    {"operator": name, "count": nodes}, by name."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.enable_profiling = True
@@ -71,7 +72,7 @@ def executed_operators(model, folder):
         if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
             op = event.get("args", {}).get("op_name", "?")
             counts[op] = counts.get(op, 0) + 1
-    return dict(sorted(counts.items()))
+    return [{"operator": op, "count": n} for op, n in sorted(counts.items())]
 
 
 def levels_of(sess):

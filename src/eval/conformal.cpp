@@ -1,0 +1,132 @@
+#include "qtft/eval/conformal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "qtft/common/error.h"
+
+namespace qtft::eval {
+namespace {
+
+void check_levels(const std::vector<double>& levels, const char* who) {
+  if (levels.empty()) throw Error(std::string(who) + ": no quantile levels");
+  for (double q : levels) {
+    if (!(q > 0.0 && q < 1.0))
+      throw Error(std::string(who) + ": quantile level " + std::to_string(q) + " is outside (0, 1)");
+  }
+}
+
+}  // namespace
+
+ConformalOffsets fit_split_conformal(std::span<const double> forecasts, std::span<const double> outcomes,
+                                     int64_t horizon, const std::vector<double>& levels) {
+  check_levels(levels, "split conformal");
+  const auto nq = static_cast<int64_t>(levels.size());
+  if (horizon < 1 || outcomes.empty() || outcomes.size() % static_cast<size_t>(horizon) != 0) {
+    throw Error("split conformal: " + std::to_string(outcomes.size()) + " outcomes do not make windows of horizon " +
+                std::to_string(horizon));
+  }
+  const auto windows = static_cast<int64_t>(outcomes.size()) / horizon;
+  if (static_cast<int64_t>(forecasts.size()) != windows * horizon * nq) {
+    throw Error("split conformal: " + std::to_string(forecasts.size()) + " forecast values for " +
+                std::to_string(windows) + " windows of " + std::to_string(horizon) + " steps and " +
+                std::to_string(nq) + " levels");
+  }
+  ConformalOffsets fitted{levels, horizon, std::vector<double>(static_cast<size_t>(horizon * nq))};
+  std::vector<double> residuals(static_cast<size_t>(windows));
+  for (int64_t h = 0; h < horizon; ++h) {
+    for (int64_t k = 0; k < nq; ++k) {
+      for (int64_t w = 0; w < windows; ++w) {
+        const auto i = static_cast<size_t>(w * horizon + h);
+        residuals[static_cast<size_t>(w)] =
+            outcomes[i] - forecasts[i * static_cast<size_t>(nq) + static_cast<size_t>(k)];
+      }
+      // The rank of the finite-sample quantile, 1-based, clamped to the residuals there are.
+      const auto rank = std::min<int64_t>(
+          windows, static_cast<int64_t>(std::ceil(static_cast<double>(windows + 1) * levels[static_cast<size_t>(k)])));
+      const auto nth = residuals.begin() + (std::max<int64_t>(rank, 1) - 1);
+      std::nth_element(residuals.begin(), nth, residuals.end());
+      fitted.offsets[static_cast<size_t>(h * nq + k)] = *nth;
+    }
+  }
+  return fitted;
+}
+
+void sort_quantiles(std::span<double> forecasts, int64_t levels) {
+  for (size_t row = 0; row + static_cast<size_t>(levels) <= forecasts.size(); row += static_cast<size_t>(levels)) {
+    std::sort(forecasts.begin() + static_cast<std::ptrdiff_t>(row),
+              forecasts.begin() + static_cast<std::ptrdiff_t>(row + static_cast<size_t>(levels)));
+  }
+}
+
+void apply_offsets(const ConformalOffsets& offsets, std::span<double> forecasts) {
+  const auto per_window = static_cast<size_t>(offsets.horizon) * offsets.levels.size();
+  if (per_window == 0 || forecasts.size() % per_window != 0) {
+    throw Error("conformal offsets of " + std::to_string(offsets.horizon) + " steps and " +
+                std::to_string(offsets.levels.size()) + " levels do not fit " + std::to_string(forecasts.size()) +
+                " forecast values");
+  }
+  for (size_t i = 0; i < forecasts.size(); ++i) forecasts[i] += offsets.offsets[i % per_window];
+  sort_quantiles(forecasts, static_cast<int64_t>(offsets.levels.size()));
+}
+
+AdaptiveConformal::AdaptiveConformal(std::vector<double> levels, int64_t horizon, double rate)
+    : levels_(std::move(levels)), horizon_(horizon), rate_(rate) {
+  check_levels(levels_, "adaptive conformal");
+  if (horizon_ < 1) throw Error("adaptive conformal: horizon " + std::to_string(horizon_) + " is below 1");
+  if (!(rate_ > 0.0 && rate_ <= 1.0)) {
+    throw Error("adaptive conformal: the rate must lie in (0, 1], got " + std::to_string(rate_));
+  }
+}
+
+AdaptiveConformal::Series& AdaptiveConformal::series(int64_t id) {
+  auto [it, added] = series_.try_emplace(id);
+  if (added) it->second.offsets.assign(static_cast<size_t>(horizon_) * levels_.size(), 0.0);
+  return it->second;
+}
+
+ConformalOffsets AdaptiveConformal::offsets_for(int64_t id) const {
+  const auto it = series_.find(id);
+  ConformalOffsets out{levels_, horizon_, {}};
+  out.offsets = it != series_.end() ? it->second.offsets
+                                    : std::vector<double>(static_cast<size_t>(horizon_) * levels_.size(), 0.0);
+  return out;
+}
+
+void AdaptiveConformal::forecast_made(int64_t id, int64_t bar, std::span<const double> quantiles) {
+  if (quantiles.size() != static_cast<size_t>(horizon_) * levels_.size()) {
+    throw Error("adaptive conformal: a forecast of " + std::to_string(quantiles.size()) + " values, expected " +
+                std::to_string(horizon_) + " steps x " + std::to_string(levels_.size()) + " levels");
+  }
+  // The quantiles as issued: the model's plus the offsets in force now. The outcomes are
+  // scored against these, whatever the offsets become before they arrive.
+  Series& s = series(id);
+  std::vector<double> issued(quantiles.begin(), quantiles.end());
+  for (size_t i = 0; i < issued.size(); ++i) issued[i] += s.offsets[i];
+  s.pending.push_back({bar, std::move(issued)});
+}
+
+void AdaptiveConformal::outcome(int64_t id, int64_t bar, double value) {
+  Series& s = series(id);
+  if (bar <= s.last_outcome_bar) {
+    throw Error("adaptive conformal: series " + std::to_string(id) + ": the outcome of bar " + std::to_string(bar) +
+                " came after that of bar " + std::to_string(s.last_outcome_bar));
+  }
+  s.last_outcome_bar = bar;
+  const auto nq = levels_.size();
+  for (const Pending& p : s.pending) {
+    const int64_t step = bar - p.bar;  // 1-based: the forecast's step that lands on this bar
+    if (step < 1 || step > horizon_) continue;
+    for (size_t k = 0; k < nq; ++k) {
+      double& offset = s.offsets[static_cast<size_t>(step - 1) * nq + k];
+      const double covered = value <= p.issued[static_cast<size_t>(step - 1) * nq + k] ? 1.0 : 0.0;
+      offset += rate_ * (levels_[k] - covered);
+    }
+  }
+  // A forecast whose last step has arrived has nothing more to take.
+  while (!s.pending.empty() && s.pending.front().bar + horizon_ <= bar) s.pending.pop_front();
+}
+
+}  // namespace qtft::eval

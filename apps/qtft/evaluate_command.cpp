@@ -5,10 +5,14 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
 #include "commands.h"
 #include "model_run.h"
+#include "qtft/common/format.h"
 #include "qtft/eval/baselines.h"
+#include "qtft/eval/conformal_evaluation.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/eval/split_tensors.h"
 #include "qtft/io/atomic_file.h"
@@ -30,7 +34,7 @@ void print_units_row(const char* name, const eval::TargetUnitFigures& m) {
 void add_evaluate_command(CLI::App& app) {
   struct Flags {
     ModelRunFlags run;
-    std::string metrics_json, save_inputs;
+    std::string metrics_json, save_inputs, conformal;
     double cost_bps = 0.0;
   };
   auto flags = std::make_shared<Flags>();
@@ -41,6 +45,10 @@ void add_evaluate_command(CLI::App& app) {
                   "Trading cost of the desk metrics' position, in basis points per unit of position traded")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--conformal", flags->conformal,
+                  "Also measure the quantiles with conformal offsets: split (fitted on the validation split, per step "
+                  "and level), beside the raw ones")
+      ->check(CLI::IsMember({"split"}));
   cmd->add_option("--save-inputs", flags->save_inputs,
                   "Also write every window of the split as the model took it and answered (its inputs as the ONNX "
                   "graph's, target.npy, quantiles.npy) to this folder");
@@ -71,6 +79,25 @@ void add_evaluate_command(CLI::App& app) {
     }
     std::printf("as a desk reads it (target units; the median forecast):\n%s",
                 eval::format_desk_metrics(evaluation.desk, "  ").c_str());
+    std::optional<eval::ConformalEvaluation> conformal;
+    if (!flags->conformal.empty()) {
+      conformal = eval::evaluate_split_conformal(run.loaded.model, run.dataset, data::Split::Validation, run.split,
+                                                 flags->run.batch_size, run.device);
+      std::printf("conformal quantiles (split: offsets per step and level from the validation split's %lld windows):\n",
+                  static_cast<long long>(conformal->calibration_windows));
+      const auto& levels = conformal->offsets.levels;
+      std::printf("  %-10s", "coverage");
+      for (double q : levels) std::printf(" %9s", ("q" + format_number(q)).c_str());
+      std::printf(" %9s %9s\n", "interval", "loss");
+      std::printf("  %-10s", "nominal");
+      for (double q : levels) std::printf(" %9.3f", q);
+      std::printf(" %9.3f\n", conformal->nominal_interval);
+      for (const auto& [name, c] : {std::pair{"raw", conformal->raw}, std::pair{"conformal", conformal->conformal}}) {
+        std::printf("  %-10s", name);
+        for (double share : c.below) std::printf(" %9.3f", share);
+        std::printf(" %9.3f %9.5f\n", c.interval, c.loss);
+      }
+    }
     if (!flags->save_inputs.empty()) {
       recorded.save(flags->save_inputs);
       std::fprintf(stderr, "Wrote the %s split's inputs, target and quantiles to %s\n", data::split_name(run.split),
@@ -89,6 +116,7 @@ void add_evaluate_command(CLI::App& app) {
                        {"baselines", eval::to_json(baselines)},
                        {"desk", eval::to_json(evaluation.desk, run.dataset.schema().symbols)},
                        {"unknown_category_rows", run.dataset.notes().unknown_category_rows}};
+      if (conformal) j["conformal"] = eval::to_json(*conformal);
       io::write_file_atomically(flags->metrics_json, j.dump(2) + "\n");
     }
   });

@@ -12,9 +12,13 @@ namespace {
 
 void check_levels(const std::vector<double>& levels, const char* who) {
   if (levels.empty()) throw Error(std::string(who) + ": no quantile levels");
-  for (double q : levels) {
-    if (!(q > 0.0 && q < 1.0))
+  for (size_t k = 0; k < levels.size(); ++k) {
+    const double q = levels[k];
+    if (!(q > 0.0 && q < 1.0)) {
       throw Error(std::string(who) + ": quantile level " + std::to_string(q) + " is outside (0, 1)");
+    }
+    // Sorting crossing quantiles gives the k-th smallest value to the k-th level.
+    if (k > 0 && !(levels[k - 1] < q)) throw Error(std::string(who) + ": the quantile levels must increase");
   }
 }
 

@@ -1,0 +1,41 @@
+#pragma once
+
+// A model's quantiles on a split with and without split conformal offsets fitted on another
+// split (eval/conformal.h): what `qtft evaluate --conformal split` reports.
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <vector>
+
+#include "qtft/data/features/dataset.h"
+#include "qtft/eval/conformal.h"
+#include "qtft/model/tft.h"
+
+namespace qtft::eval {
+
+// Coverage of one set of quantiles over a split's outcomes, in the model's scaled units.
+struct QuantileCoverage {
+  std::vector<double> below;  // per level: the share of outcomes at or below that quantile
+  double interval = 0.0;      // the share inside [lowest level, highest level]
+  double loss = 0.0;          // mean pinball loss
+};
+
+struct ConformalEvaluation {
+  ConformalOffsets offsets;  // fitted on the calibration split
+  int64_t calibration_windows = 0;
+  int64_t windows = 0;            // of the evaluated split
+  double nominal_interval = 0.0;  // highest level minus lowest
+  QuantileCoverage raw, conformal;
+};
+
+// Forecasts every window of `calibration` (the validation split) to fit the offsets, then
+// every window of `split`, and measures both sets of quantiles there. Throws qtft::Error
+// when either split has no windows.
+ConformalEvaluation evaluate_split_conformal(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
+                                             data::Split calibration, data::Split split, size_t batch_size,
+                                             c10::Device device);
+
+nlohmann::json to_json(const ConformalEvaluation& evaluation);
+
+}  // namespace qtft::eval

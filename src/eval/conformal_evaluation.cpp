@@ -66,6 +66,12 @@ nlohmann::json to_json(const QuantileCoverage& c) {
 ConformalEvaluation evaluate_split_conformal(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
                                              data::Split calibration, data::Split split, size_t batch_size,
                                              c10::Device device) {
+  // Offsets measured on the windows they were fitted on would promise what they cannot keep.
+  if (split == calibration || split == data::Split::All) {
+    throw UsageError(std::string("--conformal split fits its offsets on the ") + data::split_name(calibration) +
+                     " split, so it cannot measure the " + data::split_name(split) +
+                     " split: evaluate another (--split test)");
+  }
   const auto& levels = model->options().quantiles();
   const int64_t horizon = model->options().horizon();
   const SplitForecasts fit = forecast_split(model, dataset, calibration, batch_size, device);

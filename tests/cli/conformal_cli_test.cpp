@@ -55,6 +55,12 @@ TEST(ConformalCli, AnUnknownMethodIsAUsageError) {
   auto run = run_qtft(dir, "evaluate --load-model " + kModel + " --csv-file " + bars + " --conformal jackknife");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("--conformal: jackknife not in {split}"));
+  // Measured on the split it was fitted on, the coverage would be in-sample.
+  run = run_qtft(dir,
+                 "evaluate --load-model " + kModel + " --csv-file " + bars + " --conformal split --split validation");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err,
+              HasSubstr("fits its offsets on the validation split, so it cannot measure the validation split"));
 }
 
 }  // namespace

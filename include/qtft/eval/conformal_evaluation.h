@@ -31,7 +31,8 @@ struct ConformalEvaluation {
 
 // Forecasts every window of `calibration` (the validation split) to fit the offsets, then
 // every window of `split`, and measures both sets of quantiles there. Throws qtft::Error
-// when either split has no windows.
+// when either split has no windows, qtft::UsageError when `split` is `calibration` or
+// holds it (All).
 ConformalEvaluation evaluate_split_conformal(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
                                              data::Split calibration, data::Split split, size_t batch_size,
                                              c10::Device device);

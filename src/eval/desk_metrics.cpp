@@ -265,8 +265,7 @@ std::string format_desk_metrics(const DeskMetrics& d, const std::string& indent)
     std::snprintf(buf, sizeof buf, " q%g %.3f", d.quantiles[k], d.coverage[k]);
     out += buf;
   }
-  std::snprintf(buf, sizeof buf, "; central interval %.3f (calibrated: %.3f)\n", d.interval_coverage,
-                d.interval_nominal);
+  std::snprintf(buf, sizeof buf, "; central interval %.3f (nominal: %.3f)\n", d.interval_coverage, d.interval_nominal);
   out += buf + indent + "information coefficient per horizon step, pooled (t):";
   for (const auto& ic : d.ic_pooled) {
     std::snprintf(buf, sizeof buf, " %.4f (%.1f)", ic.ic, ic.t);
@@ -286,8 +285,7 @@ std::string format_desk_metrics(const DeskMetrics& d, const std::string& indent)
 std::string summarize_desk_metrics(const DeskMetrics& d) {
   const auto ic = d.ic_pooled.empty() ? InformationCoefficient{std::nan(""), std::nan(""), 0} : d.ic_pooled.front();
   char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "interval coverage %.3f (calibrated %.3f), IC %.4f (t %.1f), hit rate %.3f, Sharpe %.2f",
+  std::snprintf(buf, sizeof buf, "interval coverage %.3f (nominal %.3f), IC %.4f (t %.1f), hit rate %.3f, Sharpe %.2f",
                 d.interval_coverage, d.interval_nominal, ic.ic, ic.t, d.hit_rate, d.position.sharpe);
   return buf;
 }

@@ -59,6 +59,16 @@ Json read_record(const fs::path& folder) {
   return doc;
 }
 
+// The windows' options as a reader says them: "encoder 48 bars, horizon 12 bars;
+// validation 10%, test 0% of each fold's training bars" (the raw JSON when not an object).
+std::string windows_text(const Json& w) {
+  if (!w.is_object()) return w.dump();
+  auto percent = [](const Json& fraction) { return format_number(100.0 * fraction.get<double>()) + "%"; };
+  return "encoder " + w.value("encoder_length", Json()).dump() + " bars, horizon " + w.value("horizon", Json()).dump() +
+         " bars; validation " + percent(w.value("validation_fraction", Json(0.0))) + ", test " +
+         percent(w.value("test_fraction", Json(0.0))) + " of each fold's training bars";
+}
+
 std::string options_table(const Json& o) {
   std::string rows;
   const auto row = [&](const std::string& name, const std::string& value) {
@@ -75,7 +85,7 @@ std::string options_table(const Json& o) {
   row("forecasts with", o.value("int8", "off") == "off" ? "the trained model" : "its int8 export");
   row("QAT", o.at("qat").value("use_qat", false) ? "yes" : "no");
   row("cost of the position", o.at("cost_bps").dump() + " bps per unit traded");
-  row("windows", o.at("windows").dump());
+  row("windows", windows_text(o.at("windows")));
   return "<table class=\"options\">" + rows + "</table>\n";
 }
 
@@ -145,7 +155,7 @@ std::string across_folds_charts(const Json& folds) {
   SvgChart coverage(560, 240, "Coverage of the central interval");
   coverage.line(x, per_fold(folds, "/desk/interval_coverage"), kGreen, "realized", 2.0);
   const double nominal = number_at(folds.at(0), Json::json_pointer("/desk/interval_nominal"));
-  if (std::isfinite(nominal)) coverage.horizontal_rule(nominal, kGrey, "calibrated");
+  if (std::isfinite(nominal)) coverage.horizontal_rule(nominal, kGrey, "nominal");
   coverage.x_labels(first, last);
   SvgChart loss(560, 240, "Quantile loss out of sample (scaled)");
   loss.line(x, per_fold(folds, "/metrics/loss"), kBlue, "loss", 2.0);

@@ -33,7 +33,7 @@ std::string figures_table(const ModelReport& r) {
   row("quantile loss (scaled)", cell(r.metrics.loss));
   row("quantile loss (target units)", cell(r.metrics.in_target_units.loss, "%.4g"));
   row("central interval coverage",
-      cell(d.interval_coverage, "%.3f") + " (calibrated " + cell(d.interval_nominal, "%.3f") + ")");
+      cell(d.interval_coverage, "%.3f") + " (nominal " + cell(d.interval_nominal, "%.3f") + ")");
   row("IC of the median, first step", cell(ic.ic) + " (t " + cell(ic.t, "%.2f") + ")");
   row("sign hit rate", cell(d.hit_rate, "%.3f"));
   row("position after " + format_number(d.cost_bps) + " bps",
@@ -52,7 +52,7 @@ std::string calibration_charts(const eval::DeskMetrics& d) {
   }
   SvgChart coverage(560, 240, "Coverage of each quantile");
   coverage.bars(x, realized, 0.6, "#2ca02c", "realized");
-  coverage.line(x, nominal, "#7f7f7f", "calibrated", 1.5, true);
+  coverage.line(x, nominal, "#7f7f7f", "nominal", 1.5, true);
   coverage.include_y(0.0);
   coverage.include_y(1.0);
   if (!x.empty()) {

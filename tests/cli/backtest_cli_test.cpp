@@ -125,6 +125,13 @@ TEST_F(BacktestCli, QatWalkForwardWithInt8ForecastsAndItsReportsRenderInABrowser
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto page = read_text(html);
   EXPECT_THAT(page, HasSubstr("S1: step 1 forecasts against what happened (last 100 bars)"));
+  // The windows as a reader says them, not as JSON; the coverage chart's reference line is
+  // the nominal level, which a model's realized coverage may miss.
+  EXPECT_THAT(page, ::testing::ContainsRegex("encoder [0-9]+ bars, horizon [0-9]+ bars; validation [0-9.]+%, test "
+                                             "[0-9.]+% of each fold's training bars"));
+  EXPECT_THAT(page, Not(HasSubstr("encoder_length")));
+  EXPECT_THAT(page, HasSubstr("nominal"));
+  EXPECT_THAT(page, Not(HasSubstr("calibrated")));
   EXPECT_THAT(page, Not(HasSubstr("http")));  // nothing fetched when viewed
   EXPECT_THAT(page, Not(HasSubstr("src=")));
   run = run_qtft(dir_, "report --backtest '" + out + "' --output '" + html + "' --series XX", kHangGuard);
@@ -144,6 +151,8 @@ TEST_F(BacktestCli, QatWalkForwardWithInt8ForecastsAndItsReportsRenderInABrowser
   EXPECT_THAT(model_html, HasSubstr("Model report: "));
   EXPECT_THAT(model_html, HasSubstr("S0: step 1 forecasts against what happened"));
   EXPECT_THAT(model_html, HasSubstr("Coverage of each quantile"));
+  EXPECT_THAT(model_html, HasSubstr("(nominal 0.800)"));
+  EXPECT_THAT(model_html, Not(HasSubstr("calibrated")));
   EXPECT_THAT(model_html, Not(HasSubstr("http")));
   expect_renders_in_a_browser(model_page, "model_report.png");
 }

@@ -56,6 +56,7 @@ void add_evaluate_command(CLI::App& app) {
     // The folder first: a path that cannot be one fails before any work.
     if (!flags->save_inputs.empty()) std::filesystem::create_directories(flags->save_inputs);
     auto run = open_model_run(flags->run);
+    if (!flags->conformal.empty()) eval::check_conformal_splits(data::Split::Validation, run.split);  // before the work
     eval::SplitTensors recorded;
     std::function<void(const data::Batch&, const model::TftOutput&)> record;
     if (!flags->save_inputs.empty()) {

@@ -63,15 +63,19 @@ nlohmann::json to_json(const QuantileCoverage& c) {
 
 }  // namespace
 
-ConformalEvaluation evaluate_split_conformal(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
-                                             data::Split calibration, data::Split split, size_t batch_size,
-                                             c10::Device device) {
+void check_conformal_splits(data::Split calibration, data::Split split) {
   // Offsets measured on the windows they were fitted on would promise what they cannot keep.
   if (split == calibration || split == data::Split::All) {
     throw UsageError(std::string("--conformal split fits its offsets on the ") + data::split_name(calibration) +
                      " split, so it cannot measure the " + data::split_name(split) +
                      " split: evaluate another (--split test)");
   }
+}
+
+ConformalEvaluation evaluate_split_conformal(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
+                                             data::Split calibration, data::Split split, size_t batch_size,
+                                             c10::Device device) {
+  check_conformal_splits(calibration, split);
   const auto& levels = model->options().quantiles();
   const int64_t horizon = model->options().horizon();
   const SplitForecasts fit = forecast_split(model, dataset, calibration, batch_size, device);

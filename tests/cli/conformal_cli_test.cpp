@@ -61,6 +61,7 @@ TEST(ConformalCli, AnUnknownMethodIsAUsageError) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err,
               HasSubstr("fits its offsets on the validation split, so it cannot measure the validation split"));
+  EXPECT_THAT(run.out, ::testing::Not(HasSubstr("windows (metrics in units")));  // refused before evaluating
 }
 
 }  // namespace

@@ -29,10 +29,13 @@ struct ConformalEvaluation {
   QuantileCoverage raw, conformal;
 };
 
+// Throws qtft::UsageError when `split` is `calibration` or holds it (All): coverage measured
+// where the offsets were fitted is in-sample.
+void check_conformal_splits(data::Split calibration, data::Split split);
+
 // Forecasts every window of `calibration` (the validation split) to fit the offsets, then
 // every window of `split`, and measures both sets of quantiles there. Throws qtft::Error
-// when either split has no windows, qtft::UsageError when `split` is `calibration` or
-// holds it (All).
+// when either split has no windows; check_conformal_splits first.
 ConformalEvaluation evaluate_split_conformal(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
                                              data::Split calibration, data::Split split, size_t batch_size,
                                              c10::Device device);

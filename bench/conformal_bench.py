@@ -13,14 +13,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
+
+from bench_record import command_line, cpu_name, finish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def cpu_name():
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    return next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), "?")
 
 
 def main():
@@ -52,14 +48,9 @@ def main():
         print(f"{name:<10}" + "".join(f"{v:>9.3f}" for v in c["coverage"]) + f"{c['interval_coverage']:>10.3f}"
               f"{c['loss']:>10.5f}")
     worst = max(abs(c - q) for c, q in zip(conformal["conformal"]["coverage"], levels))
-    result = {"command": " ".join(["python3 bench/conformal_bench.py"] + sys.argv[1:]), "cpu": cpu_name(),
-              "date": time.strftime("%Y-%m-%d"), "epochs": args.epochs, "hidden_size": args.hidden_size,
-              "conformal": conformal, "worst_level_gap": worst}
-    print(json.dumps(result))
-    if args.json:
-        with open(args.json + ".tmp", "w") as f:
-            f.write(json.dumps(result, indent=2) + "\n")
-        os.replace(args.json + ".tmp", args.json)
+    result = {"command": command_line("conformal_bench.py"), "cpu": cpu_name(), "epochs": args.epochs,
+              "hidden_size": args.hidden_size, "conformal": conformal, "worst_level_gap": worst}
+    finish(result, args.json)
     return 0
 
 

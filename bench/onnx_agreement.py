@@ -21,12 +21,12 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from types import SimpleNamespace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import check_onnx_export  # noqa: E402
+from bench_record import command_line, cpu_name, finish  # noqa: E402
 import onnxruntime  # noqa: E402
 
 GOLDEN = os.path.join(ROOT, "tests", "data", "golden")
@@ -35,11 +35,6 @@ SMALL = ["--attention-heads", "2", "--encoder-length", "16", "--horizon", "4", "
 QAT = ["--use-qat", "--qat-calibration-batches", "2"]
 KINDS = ["--observed", "lead_signal", "--observed-categorical", "event_flag", "--known", "f00", "--static", "tick",
          "--hidden-size", "32", "--variable-hidden-size", "16"]
-
-
-def cpu_name():
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    return next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), "?")
 
 
 def qtft(args, binary, capture=True):
@@ -170,22 +165,18 @@ def main():
                   "--save-model", path("wide-paper.safetensors")], binary)
             rows.append(measure("wide-paper-fp32", path("wide-paper.safetensors"), path("wide-paper.csv"),
                                 path("wide-paper.csv"), work, binary))
-    return finish(rows, args)
+    return report(rows, args)
 
 
-def finish(rows, args):
+def report(rows, args):
     print(f"{'model':<16} {'graph':<6} {'nodes':>6} {'forecast max diff':>18} {'split loss diff':>16} "
           f"{'split max diff':>15}")
     for r in rows:
         print(f"{r['model']:<16} {r['graph']:<6} {r['nodes']:>6} {r['forecast_max_relative_to_scale']:>18.2e} "
               f"{r['split_loss_relative_difference']:>16.2e} {r['split_max_relative_to_output_scale']:>15.2e}")
-    result = {"command": " ".join(["python3 bench/onnx_agreement.py"] + sys.argv[1:]), "cpu": cpu_name(),
-              "date": time.strftime("%Y-%m-%d"), "onnxruntime": onnxruntime.__version__, "rows": rows}
-    print(json.dumps(result))
-    if args.json:
-        with open(args.json + ".tmp", "w") as f:
-            f.write(json.dumps(result, indent=2) + "\n")
-        os.replace(args.json + ".tmp", args.json)
+    result = {"command": command_line("onnx_agreement.py"), "cpu": cpu_name(), "onnxruntime": onnxruntime.__version__,
+              "rows": rows}
+    finish(result, args.json)
     return 0
 
 

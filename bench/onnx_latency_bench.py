@@ -26,13 +26,9 @@ import time
 
 import numpy as np
 import onnxruntime as ort
+from bench_record import command_line, cpu_name, finish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def cpu_name():
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    return next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), "?")
 
 
 def percentile(values, p):
@@ -76,7 +72,6 @@ def main():
     parser.add_argument("--json", help="write the figures as JSON")
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
-    command = " ".join(["python3 bench/onnx_latency_bench.py"] + sys.argv[1:])
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="qtft-onnx-bench-") as work:
@@ -103,13 +98,8 @@ def main():
     for r in rows:
         print(f"{r['runtime']:<22} {r['model']:<17} {r['threads']:>7} {r['single_median_ms']:>17.3f} "
               f"{r['single_p99_ms']:>8.3f} {r['batch_ms']:>11.2f} {1000.0 * r['batch_series'] / r['batch_ms']:>9.0f}")
-    result = {"command": command, "config": args.config, "cpu": cpu_name(), "cores": os.cpu_count(),
-              "date": time.strftime("%Y-%m-%d"), "onnxruntime": ort.__version__, "calls": args.calls, "rows": rows}
-    print(json.dumps(result))
-    if args.json:
-        with open(args.json + ".tmp", "w") as f:
-            f.write(json.dumps(result, indent=2) + "\n")
-        os.replace(args.json + ".tmp", args.json)
+    finish({"command": command_line("onnx_latency_bench.py"), "config": args.config, "cpu": cpu_name(),
+            "cores": os.cpu_count(), "onnxruntime": ort.__version__, "calls": args.calls, "rows": rows}, args.json)
     return 0
 
 

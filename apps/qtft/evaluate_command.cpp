@@ -57,10 +57,15 @@ void add_evaluate_command(CLI::App& app) {
     if (!flags->save_inputs.empty()) std::filesystem::create_directories(flags->save_inputs);
     auto run = open_model_run(flags->run);
     if (!flags->conformal.empty()) eval::check_conformal_splits(data::Split::Validation, run.split);  // before the work
+    // What the flags ask for beyond the metrics, gathered in the evaluation's one pass.
     eval::SplitTensors recorded;
+    eval::SplitForecasts measured;
     std::function<void(const data::Batch&, const model::TftOutput&)> record;
-    if (!flags->save_inputs.empty()) {
-      record = [&recorded](const data::Batch& batch, const model::TftOutput& out) { recorded.add(batch, out); };
+    if (!flags->save_inputs.empty() || !flags->conformal.empty()) {
+      record = [&](const data::Batch& batch, const model::TftOutput& out) {
+        if (!flags->save_inputs.empty()) recorded.add(batch, out);
+        if (!flags->conformal.empty()) measured.add(batch, out);
+      };
     }
     const auto evaluation = eval::evaluate_for_desk(run.loaded.model, run.dataset, run.split, flags->run.batch_size,
                                                     run.device, flags->cost_bps, record);
@@ -83,7 +88,7 @@ void add_evaluate_command(CLI::App& app) {
     std::optional<eval::ConformalEvaluation> conformal;
     if (!flags->conformal.empty()) {
       conformal = eval::evaluate_split_conformal(run.loaded.model, run.dataset, data::Split::Validation, run.split,
-                                                 flags->run.batch_size, run.device);
+                                                 measured, flags->run.batch_size, run.device);
       std::printf("conformal quantiles (split: offsets per step and level from the validation split's %lld windows):\n",
                   static_cast<long long>(conformal->calibration_windows));
       const auto& levels = conformal->offsets.levels;

@@ -12,26 +12,10 @@
 namespace qtft::eval {
 namespace {
 
-// A split's scaled quantiles [windows, horizon, levels] and outcomes [windows, horizon].
-struct SplitForecasts {
-  std::vector<double> quantiles, outcomes;
-  int64_t windows = 0;
-};
-
-SplitForecasts forecast_split(model::TemporalFusionTransformer& model, const data::Dataset& dataset, data::Split split,
-                              size_t batch_size, c10::Device device) {
-  std::vector<at::Tensor> quantiles, outcomes;
-  for_each_forecast(model, dataset, split, batch_size, device,
-                    [&](const data::Batch& batch, const model::TftOutput& out) {
-                      quantiles.push_back(out.quantiles.detach().to(at::kCPU).to(at::kDouble));
-                      outcomes.push_back(batch.target.to(at::kCPU).to(at::kDouble));
-                    });
-  if (quantiles.empty()) {
-    throw Error(std::string("conformal: the ") + data::split_name(split) + " split has no windows");
-  }
-  const at::Tensor q = at::cat(quantiles).contiguous(), y = at::cat(outcomes).contiguous();
-  return {std::vector<double>(q.data_ptr<double>(), q.data_ptr<double>() + q.numel()),
-          std::vector<double>(y.data_ptr<double>(), y.data_ptr<double>() + y.numel()), q.size(0)};
+std::vector<double> flattened(const std::vector<at::Tensor>& parts) {
+  if (parts.empty()) return {};
+  const at::Tensor all = at::cat(parts).contiguous();
+  return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
 }
 
 QuantileCoverage coverage_of(const std::vector<double>& quantiles, const std::vector<double>& outcomes,
@@ -72,22 +56,40 @@ void check_conformal_splits(data::Split calibration, data::Split split) {
   }
 }
 
+void SplitForecasts::add(const data::Batch& batch, const model::TftOutput& output) {
+  quantiles_.push_back(output.quantiles.detach().to(at::kCPU).to(at::kDouble));
+  outcomes_.push_back(batch.target.to(at::kCPU).to(at::kDouble));
+  windows_ += batch.size();
+}
+
+std::vector<double> SplitForecasts::quantiles() const { return flattened(quantiles_); }
+std::vector<double> SplitForecasts::outcomes() const { return flattened(outcomes_); }
+
 ConformalEvaluation evaluate_split_conformal(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
-                                             data::Split calibration, data::Split split, size_t batch_size,
-                                             c10::Device device) {
+                                             data::Split calibration, data::Split split, const SplitForecasts& measured,
+                                             size_t batch_size, c10::Device device) {
   check_conformal_splits(calibration, split);
+  SplitForecasts fit;
+  for_each_forecast(model, dataset, calibration, batch_size, device,
+                    [&fit](const data::Batch& batch, const model::TftOutput& out) { fit.add(batch, out); });
+  auto require_windows = [](const SplitForecasts& forecasts, data::Split which) {
+    if (forecasts.windows() == 0) {
+      throw Error(std::string("conformal: the ") + data::split_name(which) + " split has no windows");
+    }
+  };
+  require_windows(fit, calibration);
+  require_windows(measured, split);
   const auto& levels = model->options().quantiles();
-  const int64_t horizon = model->options().horizon();
-  const SplitForecasts fit = forecast_split(model, dataset, calibration, batch_size, device);
-  SplitForecasts measured = forecast_split(model, dataset, split, batch_size, device);
   ConformalEvaluation e;
-  e.offsets = fit_split_conformal(fit.quantiles, fit.outcomes, horizon, levels);
-  e.calibration_windows = fit.windows;
-  e.windows = measured.windows;
+  e.offsets = fit_split_conformal(fit.quantiles(), fit.outcomes(), model->options().horizon(), levels);
+  e.calibration_windows = fit.windows();
+  e.windows = measured.windows();
   e.nominal_interval = levels.back() - levels.front();
-  e.raw = coverage_of(measured.quantiles, measured.outcomes, levels);
-  apply_offsets(e.offsets, measured.quantiles);
-  e.conformal = coverage_of(measured.quantiles, measured.outcomes, levels);
+  const std::vector<double> outcomes = measured.outcomes();
+  std::vector<double> quantiles = measured.quantiles();
+  e.raw = coverage_of(quantiles, outcomes, levels);
+  apply_offsets(e.offsets, quantiles);
+  e.conformal = coverage_of(quantiles, outcomes, levels);
   return e;
 }
 

@@ -3,6 +3,8 @@ walk costs beyond the training it contains.
 
     python3 bench/backtest_bench.py regime [--qtft build/qtft] [--work DIR] [--json out.json]
                                            [--regime-rows 24000] [--shift 6000] [--initial 5000] [--step 1000]
+    python3 bench/backtest_bench.py conformal [--qtft build/qtft] [--work DIR] [--json out.json]
+                                           [--conformal-rates 0.05,0.1,0.2,0.4] (and regime's data flags)
     python3 bench/backtest_bench.py cost   [--qtft build/qtft] [--work DIR] [--json out.json]
                                            [--rows 1000000] [--symbols 10] [--folds 20]
     python3 bench/backtest_bench.py memory [--qtft build/qtft] [--work DIR] [--json out.json]
@@ -15,6 +17,12 @@ steps of 1,000, once per --refit (none, update, full). Per fold it prints the qu
 the target's units (comparable across refits: a full refit fits its own scaling), the
 central interval's coverage and the median's IC; then the mean loss over the folds whose
 forecasts all come after the shift, and update's and full's margin over none there.
+
+conformal: the regime walk once per --refit none and update and per rate R of
+--conformal-rates with `--conformal adaptive --conformal-rate R`: per fold the central interval's coverage and the quantile loss (target
+units) of the raw quantiles and of the adaptive conformal ones; over the folds after the
+shift, whether each conformal coverage lies within 0.80 +- 0.03 and the conformal loss
+within 1% of the raw; over the whole walk, each level's conformal coverage against it.
 
 cost: --rows bars over --symbols symbols, the first half trains fold 0 (one epoch), then
 --folds steps, each an update of one epoch on its new bars and the forecasts of every window
@@ -110,6 +118,72 @@ def regime(args):
               f"({summary[f'{r}_folds_better']} folds); wall {results[r]['wall_seconds']:.1f} s "
               f"(none {results['none']['wall_seconds']:.1f} s)")
     return {"regime": results, "summary": summary}
+
+
+def conformal(args):
+    data = os.path.join(args.work, "regime.parquet")
+    subprocess.run([args.qtft, "make-data", "--output", data, "--rows", str(args.regime_rows), "--symbols", "2",
+                    "--shift-after-bar", str(args.shift)], check=True, stdout=subprocess.DEVNULL)
+    first_after = -(-(args.shift - args.initial) // args.step)
+    by_rate = {}
+    for rate in args.conformal_rates.split(","):
+        by_rate[rate] = conformal_walks(args, data, float(rate), first_after)
+    return {"conformal": by_rate, "first_fold_after_shift": first_after}
+
+
+def conformal_walks(args, data, rate, first_after):
+    """The regime walk under --refit none and update with adaptive conformal quantiles at `rate`."""
+    walk = ["--parquet-file", data, "--initial-train-bars", str(args.initial), "--step", str(args.step),
+            "--epochs", "3", "--update-epochs", "1", "--conformal", "adaptive", "--conformal-rate", str(rate)]
+    results = {}
+    for refit in ("none", "update"):
+        record, wall, _ = run_backtest(args.qtft, os.path.join(args.work, f"conformal-{refit}"),
+                                       walk + ["--refit", refit], args.threads)
+        folds = []
+        for f in record["folds"]:
+            c = f["conformal"]
+            folds.append({
+                "fold": f["fold"], "after_shift": f["fold"] >= first_after, "outcomes": c["raw"]["outcomes"],
+                "raw_coverage": c["raw"]["interval_coverage"], "conformal_coverage": c["conformal"]["interval_coverage"],
+                "raw_loss": c["raw"]["loss_in_target_units"], "conformal_loss": c["conformal"]["loss_in_target_units"],
+                "raw_levels": c["raw"]["coverage"], "conformal_levels": c["conformal"]["coverage"],
+                "forecast_seconds": f["forecast_seconds"],
+            })
+        levels = [0.1, 0.5, 0.9]
+        n = sum(f["outcomes"] for f in folds)
+        walk_levels = {kind: [sum(f[f"{kind}_levels"][k] * f["outcomes"] for f in folds) / n
+                              for k in range(len(levels))] for kind in ("raw", "conformal")}
+        after = [f for f in folds if f["after_shift"]]
+        raw_loss = sum(f["raw_loss"] * f["outcomes"] for f in after) / sum(f["outcomes"] for f in after)
+        conformal_loss = sum(f["conformal_loss"] * f["outcomes"] for f in after) / sum(f["outcomes"] for f in after)
+        results[refit] = {
+            "wall_seconds": wall, "folds": folds, "levels": levels, "walk_coverage": walk_levels,
+            "after_shift": {
+                "raw_loss": raw_loss, "conformal_loss": conformal_loss,
+                "conformal_loss_change": conformal_loss / raw_loss - 1,
+                "every_fold_within_0.03": all(abs(f["conformal_coverage"] - 0.8) <= 0.03 for f in after),
+                "worst_fold_coverage": min((f["conformal_coverage"] for f in after), key=lambda c: -abs(c - 0.8)),
+            },
+            "before_shift": {
+                "raw_loss": sum(f["raw_loss"] * f["outcomes"] for f in folds if not f["after_shift"]) /
+                max(1, sum(f["outcomes"] for f in folds if not f["after_shift"])),
+                "conformal_loss": sum(f["conformal_loss"] * f["outcomes"] for f in folds if not f["after_shift"]) /
+                max(1, sum(f["outcomes"] for f in folds if not f["after_shift"])),
+            },
+            "every_level_within_0.02": all(abs(c - l) <= 0.02 for c, l in zip(walk_levels["conformal"], levels)),
+        }
+        print(f"\n--refit {refit} --conformal adaptive --conformal-rate {rate}")
+        print(f"{'fold':>4} {'raw cov':>8} {'conf cov':>9} {'raw loss':>12} {'conf loss':>12}")
+        for f in folds:
+            print(f"{f['fold']:>4} {f['raw_coverage']:8.3f} {f['conformal_coverage']:9.3f} {f['raw_loss']:12.4e} "
+                  f"{f['conformal_loss']:12.4e}" + (" (after the shift)" if f["after_shift"] else ""))
+        a = results[refit]["after_shift"]
+        print(f"after the shift: loss {a['raw_loss']:.4e} raw, {a['conformal_loss']:.4e} conformal "
+              f"({100 * a['conformal_loss_change']:+.2f}%); every fold within 0.80 +- 0.03: {a['every_fold_within_0.03']}")
+        print("whole walk, per level: " + ", ".join(
+            f"q{l}: raw {r:.3f} conformal {c:.3f}"
+            for l, r, c in zip(levels, walk_levels["raw"], walk_levels["conformal"])))
+    return results
 
 
 def cost(args):
@@ -228,7 +302,7 @@ def memory(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["regime", "cost", "memory"])
+    parser.add_argument("what", choices=["regime", "conformal", "cost", "memory"])
     parser.add_argument("--qtft", default="build/qtft")
     parser.add_argument("--work", default="build/backtest-bench")
     parser.add_argument("--json")
@@ -237,6 +311,7 @@ def main():
     parser.add_argument("--shift", type=int, default=6000)
     parser.add_argument("--initial", type=int, default=5000)
     parser.add_argument("--step", type=int, default=1000)
+    parser.add_argument("--conformal-rates", default="0.05,0.1,0.2,0.4", help="conformal: the adaptive offsets' rates")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--symbols", type=int, default=10)
     parser.add_argument("--folds", type=int, default=20)
@@ -251,7 +326,7 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next((l.split(":", 1)[1].strip() for l in cpu.splitlines() if l.startswith("Model name")), "?")
-    out = {"regime": regime, "cost": cost, "memory": memory}[args.what](args)
+    out = {"regime": regime, "conformal": conformal, "cost": cost, "memory": memory}[args.what](args)
     out.update({"cpu": model, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
                 "command": "python3 bench/backtest_bench.py " + " ".join(sys.argv[1:])})
     if args.json:

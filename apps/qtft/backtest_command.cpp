@@ -11,7 +11,9 @@
 #include "model_run.h"
 #include "qtft/artifact/model_loading.h"
 #include "qtft/common/device_choice.h"
+#include "qtft/common/error.h"
 #include "qtft/common/format.h"
+#include "qtft/eval/conformal.h"
 #include "qtft/train/backtest.h"
 #include "train_flags.h"
 
@@ -20,7 +22,8 @@ namespace {
 
 struct BacktestFlags {
   TrainFlags train;  // the data, model, QAT and training flags of `qtft train`
-  std::string initial_train_until, step, refit = "update", output, int8_kernels = "integer";
+  std::string initial_train_until, step, refit = "update", output, int8_kernels = "integer", conformal;
+  double conformal_rate = eval::kDefaultConformalRate;
   int64_t initial_train_bars = 0, update_epochs = 1;
   bool int8 = false, keep_models = false, show_epochs = false;
   double cost_bps = 0.0;
@@ -58,12 +61,19 @@ class FoldPrinter : public train::BacktestEvents {
     const auto& d = r.desk;
     const auto ic = d.ic_pooled.empty() ? eval::InformationCoefficient{NAN, NAN, 0} : d.ic_pooled.front();
     std::printf(
-        "  %lld windows out of sample; loss %s, IC %s (t %s), interval coverage %s (calibrated %s), hit rate %s; "
+        "  %lld windows out of sample; loss %s, IC %s (t %s), interval coverage %s (nominal %s), hit rate %s; "
         "trained %s s, forecast %s s\n",
         static_cast<long long>(d.windows), figure(r.metrics.loss).c_str(), figure(ic.ic).c_str(),
         figure(ic.t, "%.2f").c_str(), figure(d.interval_coverage, "%.3f").c_str(),
         figure(d.interval_nominal, "%.3f").c_str(), figure(d.hit_rate, "%.3f").c_str(),
         figure(r.training.seconds, "%.1f").c_str(), figure(r.forecast_seconds, "%.1f").c_str());
+    if (r.conformal_coverage) {
+      std::printf("  adaptive conformal: interval coverage %s (raw %s), loss in target units %s (raw %s)\n",
+                  figure(r.conformal_coverage->interval, "%.3f").c_str(),
+                  figure(r.raw_coverage->interval, "%.3f").c_str(),
+                  figure(r.conformal_coverage->loss_in_target_units, "%.4g").c_str(),
+                  figure(r.raw_coverage->loss_in_target_units, "%.4g").c_str());
+    }
     std::fflush(stdout);
   }
   train::ProgressReporter& training_progress() override { return *progress_; }
@@ -87,6 +97,7 @@ void print_summary(const train::BacktestSummary& summary) {
   line("loss", summary.loss);
   line("IC, first step", summary.ic_step1);
   line("interval coverage", summary.interval_coverage);
+  if (summary.conformal_interval_coverage.folds > 0) line("  adaptive conformal", summary.conformal_interval_coverage);
   line("sign hit rate", summary.hit_rate);
   line("Sharpe", summary.sharpe);
   std::printf("  training %.1f s, forecasting %.1f s\n", summary.train_seconds, summary.forecast_seconds);
@@ -131,7 +142,15 @@ void add_backtest_command(CLI::App& app) {
                   "The folder for forecasts.parquet, folds.json and models/; a backtest there resumes")
       ->required();
   cmd->add_flag("--show-epochs", flags->show_epochs, "Print every fold's training epochs");
-  cmd->callback([flags] {
+  cmd->add_option("--conformal", flags->conformal,
+                  "Also issue every fold's quantiles with conformal offsets: adaptive (each moved after every "
+                  "realized bar, per symbol and step, carried across folds and saved in each fold's model)")
+      ->check(CLI::IsMember({"adaptive"}));
+  auto* rate =
+      cmd->add_option("--conformal-rate", flags->conformal_rate,
+                      "How far each realized bar moves an adaptive offset, in the target's scaled units, (0, 1]")
+          ->capture_default_str();
+  cmd->callback([flags, rate] {
     auto& f = *flags;
     install_interrupt_handler();
     finish_train_flags(f.train);
@@ -152,6 +171,11 @@ void add_backtest_command(CLI::App& app) {
     o.cost_bps = f.cost_bps;
     o.forecast_batch_size = f.train.train.eval_batch_size;
     o.output = f.output;
+    if (!f.conformal.empty()) {
+      o.adaptive_conformal_rate = f.conformal_rate;
+    } else if (rate->count() > 0) {
+      throw UsageError("--conformal-rate moves adaptive offsets: add --conformal adaptive");
+    }
     FoldPrinter printer(f.show_epochs);
     const auto outcome = train::run_backtest(o, printer);
     const auto finished = static_cast<size_t>(outcome.finished_folds);

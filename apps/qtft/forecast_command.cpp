@@ -22,7 +22,7 @@ void add_forecast_command(CLI::App& app) {
   struct Flags {
     DataFlags data;
     RuntimeFlags runtime;
-    std::string load_model, output, save_inputs, int8_kernels = "integer";
+    std::string load_model, output, save_inputs, int8_kernels = "integer", conformal;
     bool json = false;
   };
   auto flags = std::make_shared<Flags>();
@@ -38,6 +38,10 @@ void add_forecast_command(CLI::App& app) {
   cmd->add_option("--save-inputs", flags->save_inputs,
                   "Also write the tensors the model takes (observed.npy, known.npy, symbol.npy, and statics.npy when "
                   "it has statics: the ONNX graph's inputs) to this folder");
+  cmd->add_option("--conformal", flags->conformal,
+                  "Issue the quantiles with the model file's conformal offsets of this method: split (train "
+                  "--conformal split) or adaptive (per symbol, as a backtest --conformal adaptive left them)")
+      ->check(CLI::IsMember({"split", "adaptive"}));
   add_runtime_flags(*cmd, flags->runtime);
   add_precision_flag(*cmd, flags->runtime);
   add_int8_kernels_flag(*cmd, flags->int8_kernels);
@@ -53,9 +57,10 @@ void add_forecast_command(CLI::App& app) {
     if (!f.save_inputs.empty()) std::filesystem::create_directories(f.save_inputs);
     f.runtime.apply();
     f.runtime.resolve_device();  // a GPU's limit, and --device cuda refused without one, before loading
-    auto forecaster = infer::Forecaster::load(
-        f.load_model, {parse_device_choice(f.runtime.device, "--device"),
-                       artifact::parse_int8_kernels(f.int8_kernels, "--int8-kernels"), f.runtime.precision_or()});
+    auto forecaster =
+        infer::Forecaster::load(f.load_model, {parse_device_choice(f.runtime.device, "--device"),
+                                               artifact::parse_int8_kernels(f.int8_kernels, "--int8-kernels"),
+                                               f.runtime.precision_or(), f.conformal});
     if (!forecaster.int8_kernels().empty())
       std::fprintf(stderr, "%s: %s\n", f.load_model.c_str(), forecaster.int8_kernels().c_str());
     // Only each series' last bars are kept, file by file: a folder of years of bars costs

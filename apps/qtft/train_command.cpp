@@ -97,6 +97,7 @@ void run_train(TrainFlags& f) {
   request.setup.stop_requested = interrupt_requested;
   request.save_model = f.save_model;
   request.metrics_json = f.metrics_json;
+  request.conformal_split = f.conformal == "split";
   request.record = run_record(f);
   request.save = save_whole;
   ConsolePrinter printer(request.source, f.qat.verbose, request.setup.device);
@@ -116,6 +117,10 @@ void run_train(TrainFlags& f) {
   }
   if (!leader) return;
   print_summary(outcome);
+  if (outcome.conformal_windows > 0) {
+    std::cout << "Conformal offsets (split) fitted on " << outcome.conformal_windows
+              << " validation windows, saved with the model\n";
+  }
   if (!f.save_model.empty()) std::cout << "Saved " << f.save_model << "\n";
   if (interrupt_requested()) {
     // The signal came after the last step: the files above are complete, but say so.

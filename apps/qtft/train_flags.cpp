@@ -38,6 +38,10 @@ void add_train_flags(CLI::App& cmd, TrainFlags& f) {
                "observers live");
   cmd.add_option("--metrics-json", f.metrics_json, "Write configuration, per-epoch metrics and summary")
       ->check(writable_file());
+  cmd.add_option("--conformal", f.conformal,
+                 "Fit conformal offsets on the validation split (split: per step and level, conformalized quantile "
+                 "regression) and save them with the model, for forecast --conformal split")
+      ->check(CLI::IsMember({"split"}));
   cmd.add_option("--nproc", f.nproc,
                  "Train data-parallel with this many local worker processes (as torchrun --nproc-per-node "
                  "would); --batch-size is per worker")

@@ -29,6 +29,7 @@ struct TrainFlags {
   std::string lr_schedule = "plateau";
   std::string observer_update = "auto";  // --observer-update, parsed by finish_train_flags
   std::string save_model, load_model, metrics_json;
+  std::string conformal;  // --conformal split: offsets fitted on the validation split, saved with the model
   bool resume = false;
   bool update = false;
   bool epochs_given = false;  // --epochs on the command line (a resumed run keeps its own otherwise)

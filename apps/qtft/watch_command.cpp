@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "data_flags.h"
 #include "exit_code.h"
+#include "qtft/artifact/model_file.h"
 #include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/data/bars/bar_source.h"
@@ -23,7 +24,7 @@ void add_watch_command(CLI::App& app) {
   struct Flags {
     DataFlags data;
     RuntimeFlags runtime;
-    std::string load_model, reference, json;
+    std::string load_model, reference, json, conformal;
     eval::DriftOptions drift;
   };
   auto flags = std::make_shared<Flags>();
@@ -50,6 +51,11 @@ void add_watch_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--json", flags->json, "Also write the report as JSON")->check(writable_file());
+  cmd->add_option("--conformal", flags->conformal,
+                  "adaptive: go on with the model's adaptive conformal offsets over the bars after those they "
+                  "learned from, report their coverage beside the raw quantiles', and save them back in the model "
+                  "file")
+      ->check(CLI::IsMember({"adaptive"}));
   add_runtime_flags(*cmd, flags->runtime);
   cmd->callback([flags] {
     auto& f = *flags;
@@ -67,10 +73,25 @@ void add_watch_command(CLI::App& app) {
     std::optional<artifact::LoadedModel> reference;
     if (!f.reference.empty()) reference = artifact::load_model(f.reference, device);
     const auto bars = data::load_bars(data::with_model_inputs(f.data.source, model.file.features));
-    const auto report = eval::watch_drift(model, bars, f.drift, reference ? &*reference : nullptr, f.reference);
+    f.drift.adaptive_conformal = f.conformal == "adaptive";
+    const auto report = [&] {
+      try {
+        return eval::watch_drift(model, bars, f.drift, reference ? &*reference : nullptr, f.reference);
+      } catch (const UsageError&) {
+        throw;
+      } catch (const Error& e) {
+        if (std::string(e.what()).rfind("the model ", 0) == 0) throw Error(f.load_model + ": " + e.what());
+        throw;
+      }
+    }();
     std::printf("%s on %s (the newer half of each series' bars):\n%s", f.load_model.c_str(),
                 data::describe_source(f.data.source).c_str(), eval::format_drift_report(report).c_str());
     if (!f.json.empty()) io::write_file_atomically(f.json, eval::to_json(report).dump(2) + "\n");
+    // The offsets move on with every bar scored: the next watch starts where this one ended.
+    if (report.conformal && report.conformal->raw.outcomes > 0) {
+      artifact::save_conformal(f.load_model, report.conformal->updated);
+      std::printf("Saved the adaptive conformal offsets in %s\n", f.load_model.c_str());
+    }
     throw ExitCode{report.exit_code()};
   });
 }

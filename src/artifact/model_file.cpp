@@ -93,12 +93,54 @@ Lineage lineage_from_json(const nlohmann::json& json) {
   }
 }
 
+std::vector<double> ConformalCalibration::for_symbol(const std::string& symbol, size_t width) const {
+  const auto it = offsets.find(method == "split" ? std::string(kAllSymbols) : symbol);
+  return it != offsets.end() ? it->second : std::vector<double>(width, 0.0);
+}
+
+const ConformalCalibration& require_conformal(const ModelFile& file, const std::string& method,
+                                              const std::string& source) {
+  if (method != "split" && method != "adaptive") throw UsageError("--conformal " + method + ": use split or adaptive");
+  if (!file.conformal) {
+    throw Error(source + ": holds no conformal offsets (qtft.conformal) to forecast with: `qtft backtest " +
+                "--conformal adaptive` saves them with its models, `qtft train --conformal split` with its model");
+  }
+  if (file.conformal->method != method) {
+    throw Error(source + ": qtft.conformal.method is " + file.conformal->method + ", not " + method);
+  }
+  return *file.conformal;
+}
+
+nlohmann::json to_json(const ConformalCalibration& c) {
+  nlohmann::json out = {{"method", c.method}, {"offsets", c.offsets}};
+  if (c.method == "adaptive") out["rate"] = c.rate, out["through_ns"] = c.through_ns;
+  if (c.method == "split") out["calibration_windows"] = c.calibration_windows;
+  return out;
+}
+
+ConformalCalibration conformal_from_json(const nlohmann::json& json) {
+  ConformalCalibration c;
+  try {
+    c.method = json.at("method").get<std::string>();
+    c.offsets = json.at("offsets").get<std::map<std::string, std::vector<double>>>();
+    if (c.method == "adaptive") {
+      c.rate = json.at("rate").get<double>();
+      c.through_ns = json.value("through_ns", std::map<std::string, int64_t>{});
+    }
+    if (c.method == "split") c.calibration_windows = json.at("calibration_windows").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("qtft.conformal is not valid: ") + e.what());
+  }
+  return c;
+}
+
 std::map<std::string, std::string> model_file_metadata(const ModelFile& file, const std::string& format) {
   std::map<std::string, std::string> out{{"qtft.format", format},
                                          {"qtft.config", model::to_json(file.options).dump()},
                                          {"qtft.features", data::to_json(file.features).dump()},
                                          {"qtft.dataset", data::to_json(file.dataset).dump()}};
   if (file.lineage) out["qtft.lineage"] = to_json(*file.lineage).dump();
+  if (file.conformal) out["qtft.conformal"] = to_json(*file.conformal).dump();
   return out;
 }
 
@@ -123,6 +165,41 @@ void save_model_file(const std::filesystem::path& path, const ModelFile& file) {
   }
   io::save_tensor_file(path, out);
 }
+
+namespace {
+
+// Offsets that fit the model's quantiles and horizon, finite, for symbols it knows.
+template <typename Fail>
+void check_conformal(const ConformalCalibration& c, const ModelFile& file, Fail fail) {
+  const auto& o = file.options;
+  if (c.method != "split" && c.method != "adaptive") {
+    fail("qtft.conformal.method '" + c.method + "' is neither split nor adaptive");
+  }
+  if (c.method == "adaptive" && !(c.rate > 0.0 && c.rate <= 1.0)) {
+    fail("qtft.conformal.rate " + format_number(c.rate) + " is outside (0, 1]");
+  }
+  if (c.method == "split" && (c.offsets.size() != 1 || !c.offsets.count(kAllSymbols))) {
+    fail("qtft.conformal.offsets of a split calibration hold one entry, \"*\"");
+  }
+  const auto width = static_cast<size_t>(o.horizon()) * o.quantiles().size();
+  for (const auto& [symbol, offsets] : c.offsets) {
+    const std::string field = "qtft.conformal.offsets[\"" + symbol + "\"]";
+    if (c.method == "adaptive" &&
+        std::find(file.features.symbols.begin(), file.features.symbols.end(), symbol) == file.features.symbols.end()) {
+      fail(field + ": the model knows no symbol '" + symbol + "'");
+    }
+    if (offsets.size() != width) {
+      fail(field + " holds " + std::to_string(offsets.size()) + " offsets; the model's horizon " +
+           std::to_string(o.horizon()) + " x " + std::to_string(o.quantiles().size()) + " quantiles need " +
+           std::to_string(width));
+    }
+    if (!std::all_of(offsets.begin(), offsets.end(), [](double x) { return std::isfinite(x); })) {
+      fail(field + " holds a value that is not finite");
+    }
+  }
+}
+
+}  // namespace
 
 void validate_model_file(const ModelFile& file, const std::string& source) {
   auto fail = [&](const std::string& what) { throw Error(source + ": " + what); };
@@ -210,6 +287,7 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
          std::to_string(file.dataset.horizon) + ") differ from qtft.config's (encoder " +
          std::to_string(o.encoder_length()) + ", horizon " + std::to_string(o.horizon()) + ")");
   }
+  if (file.conformal) check_conformal(*file.conformal, file, fail);
   for (const auto& [name, t] : file.weights) {
     // Observer state may be infinite by design (the running min/max before any data).
     if (quant::is_observer_state(name)) continue;
@@ -217,6 +295,15 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
       fail("tensor model." + name + " holds non-finite values");
     }
   }
+}
+
+void save_conformal(const std::filesystem::path& path, const ConformalCalibration& conformal) {
+  auto file = load_model_file(path);
+  file.conformal = conformal;
+  validate_model_file(file, path.string());
+  auto raw = io::load_tensor_file(path);
+  raw.metadata["qtft.conformal"] = to_json(conformal).dump();
+  io::save_tensor_file(path, raw);
 }
 
 ModelFile load_model_file(const std::filesystem::path& path) {
@@ -253,6 +340,7 @@ ModelFile load_model_file(const std::filesystem::path& path) {
     file.quantized_weights = std::move(int8_weights.weights);
   }
   if (in.metadata.count("qtft.lineage")) file.lineage = parsed("qtft.lineage", lineage_from_json);
+  if (in.metadata.count("qtft.conformal")) file.conformal = parsed("qtft.conformal", conformal_from_json);
   if (in.metadata.count("qtft.training")) {
     auto json = parse_metadata(in, "qtft.training", source);
     TrainingState s;

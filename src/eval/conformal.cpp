@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 
@@ -23,6 +25,47 @@ void check_levels(const std::vector<double>& levels, const char* who) {
 }
 
 }  // namespace
+
+CoverageTally::CoverageTally(std::vector<double> levels) : levels_(std::move(levels)), below_(levels_.size(), 0.0) {}
+
+void CoverageTally::add(std::span<const double> quantiles, double outcome, double scale) {
+  const size_t nq = levels_.size();
+  double loss = 0.0;
+  for (size_t k = 0; k < nq; ++k) {
+    if (outcome <= quantiles[k]) below_[k] += 1.0;
+    const double e = outcome - quantiles[k];
+    loss += std::max(levels_[k] * e, (levels_[k] - 1.0) * e);
+  }
+  if (outcome >= quantiles[0] && outcome <= quantiles[nq - 1]) inside_ += 1.0;
+  loss_ += loss;
+  loss_target_ += loss * scale;
+  ++outcomes_;
+}
+
+QuantileCoverage CoverageTally::result() const {
+  const auto n = static_cast<double>(outcomes_);
+  const auto per_level = n * static_cast<double>(levels_.size());
+  QuantileCoverage c;
+  c.below = below_;
+  for (double& share : c.below) share /= n;
+  c.interval = inside_ / n;
+  c.loss = loss_ / per_level;
+  c.loss_in_target_units = loss_target_ / per_level;
+  c.outcomes = outcomes_;
+  return c;
+}
+
+nlohmann::json to_json(const QuantileCoverage& c, bool with_target_units) {
+  auto number = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+  nlohmann::json below = nlohmann::json::array();
+  for (double share : c.below) below.push_back(number(share));
+  nlohmann::json out = {{"coverage", below},
+                        {"interval_coverage", number(c.interval)},
+                        {"loss", number(c.loss)},
+                        {"outcomes", c.outcomes}};
+  if (with_target_units) out["loss_in_target_units"] = number(c.loss_in_target_units);
+  return out;
+}
 
 ConformalOffsets fit_split_conformal(std::span<const double> forecasts, std::span<const double> outcomes,
                                      int64_t horizon, const std::vector<double>& levels) {
@@ -99,17 +142,29 @@ ConformalOffsets AdaptiveConformal::offsets_for(int64_t id) const {
   return out;
 }
 
-void AdaptiveConformal::forecast_made(int64_t id, int64_t bar, std::span<const double> quantiles) {
+std::vector<double> AdaptiveConformal::forecast_made(int64_t id, int64_t bar, std::span<const double> quantiles) {
+  std::vector<int64_t> landing(static_cast<size_t>(horizon_));
+  for (int64_t h = 0; h < horizon_; ++h) landing[static_cast<size_t>(h)] = bar + 1 + h;
+  return forecast_made(id, landing, quantiles);
+}
+
+std::vector<double> AdaptiveConformal::forecast_made(int64_t id, std::span<const int64_t> landing,
+                                                     std::span<const double> quantiles) {
   if (quantiles.size() != static_cast<size_t>(horizon_) * levels_.size()) {
     throw Error("adaptive conformal: a forecast of " + std::to_string(quantiles.size()) + " values, expected " +
                 std::to_string(horizon_) + " steps x " + std::to_string(levels_.size()) + " levels");
+  }
+  if (landing.size() != static_cast<size_t>(horizon_) || !std::is_sorted(landing.begin(), landing.end()) ||
+      std::adjacent_find(landing.begin(), landing.end()) != landing.end()) {
+    throw Error("adaptive conformal: a forecast needs " + std::to_string(horizon_) + " increasing landing bars");
   }
   // The quantiles as issued: the model's plus the offsets in force now. The outcomes are
   // scored against these, whatever the offsets become before they arrive.
   Series& s = series(id);
   std::vector<double> issued(quantiles.begin(), quantiles.end());
   for (size_t i = 0; i < issued.size(); ++i) issued[i] += s.offsets[i];
-  s.pending.push_back({bar, std::move(issued)});
+  s.pending.push_back({std::vector<int64_t>(landing.begin(), landing.end()), issued});
+  return issued;
 }
 
 void AdaptiveConformal::outcome(int64_t id, int64_t bar, double value) {
@@ -121,16 +176,64 @@ void AdaptiveConformal::outcome(int64_t id, int64_t bar, double value) {
   s.last_outcome_bar = bar;
   const auto nq = levels_.size();
   for (const Pending& p : s.pending) {
-    const int64_t step = bar - p.bar;  // 1-based: the forecast's step that lands on this bar
-    if (step < 1 || step > horizon_) continue;
+    const auto at = std::lower_bound(p.landing.begin(), p.landing.end(), bar);
+    if (at == p.landing.end() || *at != bar) continue;
+    const auto step = static_cast<size_t>(at - p.landing.begin());  // the forecast's step that lands on this bar
     for (size_t k = 0; k < nq; ++k) {
-      double& offset = s.offsets[static_cast<size_t>(step - 1) * nq + k];
-      const double covered = value <= p.issued[static_cast<size_t>(step - 1) * nq + k] ? 1.0 : 0.0;
+      double& offset = s.offsets[step * nq + k];
+      const double covered = value <= p.issued[step * nq + k] ? 1.0 : 0.0;
       offset += rate_ * (levels_[k] - covered);
     }
   }
   // A forecast whose last step has arrived has nothing more to take.
-  while (!s.pending.empty() && s.pending.front().bar + horizon_ <= bar) s.pending.pop_front();
+  while (!s.pending.empty() && s.pending.front().landing.back() <= bar) s.pending.pop_front();
+}
+
+int64_t AdaptiveConformal::last_outcome(int64_t id) const {
+  const auto it = series_.find(id);
+  return it != series_.end() ? it->second.last_outcome_bar : std::numeric_limits<int64_t>::min();
+}
+
+nlohmann::json AdaptiveConformal::to_json() const {
+  nlohmann::json series = nlohmann::json::array();
+  for (const auto& [id, s] : series_) {
+    nlohmann::json pending = nlohmann::json::array();
+    for (const Pending& p : s.pending) pending.push_back({{"landing", p.landing}, {"issued", p.issued}});
+    series.push_back({{"id", id},
+                      {"offsets", s.offsets},
+                      {"last_outcome", s.last_outcome_bar == std::numeric_limits<int64_t>::min()
+                                           ? nlohmann::json(nullptr)
+                                           : nlohmann::json(s.last_outcome_bar)},
+                      {"pending", pending}});
+  }
+  return {{"levels", levels_}, {"horizon", horizon_}, {"rate", rate_}, {"series", series}};
+}
+
+AdaptiveConformal AdaptiveConformal::from_json(const nlohmann::json& state) {
+  try {
+    AdaptiveConformal tracker(state.at("levels").get<std::vector<double>>(), state.at("horizon").get<int64_t>(),
+                              state.at("rate").get<double>());
+    const size_t width = static_cast<size_t>(tracker.horizon_) * tracker.levels_.size();
+    for (const auto& entry : state.at("series")) {
+      Series& s = tracker.series(entry.at("id").get<int64_t>());
+      s.offsets = entry.at("offsets").get<std::vector<double>>();
+      if (s.offsets.size() != width)
+        throw Error("offsets of " + std::to_string(s.offsets.size()) + " values, expected " + std::to_string(width));
+      if (!entry.at("last_outcome").is_null()) s.last_outcome_bar = entry.at("last_outcome").get<int64_t>();
+      for (const auto& p : entry.at("pending")) {
+        Pending pending{p.at("landing").get<std::vector<int64_t>>(), p.at("issued").get<std::vector<double>>()};
+        if (pending.landing.size() != static_cast<size_t>(tracker.horizon_) || pending.issued.size() != width) {
+          throw Error("a pending forecast of " + std::to_string(pending.issued.size()) + " values");
+        }
+        s.pending.push_back(std::move(pending));
+      }
+    }
+    return tracker;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("adaptive conformal state: ") + e.what());
+  } catch (const Error& e) {
+    throw Error(std::string("adaptive conformal state: ") + e.what());
+  }
 }
 
 }  // namespace qtft::eval

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 
 #include "qtft/common/error.h"
@@ -20,29 +21,11 @@ std::vector<double> flattened(const std::vector<at::Tensor>& parts) {
 
 QuantileCoverage coverage_of(const std::vector<double>& quantiles, const std::vector<double>& outcomes,
                              const std::vector<double>& levels) {
-  const size_t nq = levels.size();
-  QuantileCoverage c;
-  c.below.assign(nq, 0.0);
-  double inside = 0.0, loss = 0.0;
+  CoverageTally tally(levels);
   for (size_t i = 0; i < outcomes.size(); ++i) {
-    const double y = outcomes[i];
-    const double* f = quantiles.data() + i * nq;
-    for (size_t k = 0; k < nq; ++k) {
-      if (y <= f[k]) c.below[k] += 1.0;
-      const double e = y - f[k];
-      loss += std::max(levels[k] * e, (levels[k] - 1.0) * e);
-    }
-    if (y >= f[0] && y <= f[nq - 1]) inside += 1.0;
+    tally.add(std::span<const double>(quantiles).subspan(i * levels.size(), levels.size()), outcomes[i]);
   }
-  const auto n = static_cast<double>(outcomes.size());
-  for (double& share : c.below) share /= n;
-  c.interval = inside / n;
-  c.loss = loss / (n * static_cast<double>(nq));
-  return c;
-}
-
-nlohmann::json to_json(const QuantileCoverage& c) {
-  return {{"coverage", c.below}, {"interval_coverage", c.interval}, {"loss", c.loss}};
+  return tally.result();
 }
 
 }  // namespace
@@ -65,24 +48,35 @@ void SplitForecasts::add(const data::Batch& batch, const model::TftOutput& outpu
 std::vector<double> SplitForecasts::quantiles() const { return flattened(quantiles_); }
 std::vector<double> SplitForecasts::outcomes() const { return flattened(outcomes_); }
 
+QuantileCoverage coverage_of(const SplitForecasts& forecasts, const std::vector<double>& levels) {
+  return coverage_of(forecasts.quantiles(), forecasts.outcomes(), levels);
+}
+
+FittedOffsets fit_split_offsets(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
+                                data::Split calibration, size_t batch_size, c10::Device device) {
+  SplitForecasts fit;
+  for_each_forecast(model, dataset, calibration, batch_size, device,
+                    [&fit](const data::Batch& batch, const model::TftOutput& out) { fit.add(batch, out); });
+  if (fit.windows() == 0) {
+    throw Error(std::string("conformal: the ") + data::split_name(calibration) + " split has no windows");
+  }
+  return {
+      fit_split_conformal(fit.quantiles(), fit.outcomes(), model->options().horizon(), model->options().quantiles()),
+      fit.windows()};
+}
+
 ConformalEvaluation evaluate_split_conformal(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
                                              data::Split calibration, data::Split split, const SplitForecasts& measured,
                                              size_t batch_size, c10::Device device) {
   check_conformal_splits(calibration, split);
-  SplitForecasts fit;
-  for_each_forecast(model, dataset, calibration, batch_size, device,
-                    [&fit](const data::Batch& batch, const model::TftOutput& out) { fit.add(batch, out); });
-  auto require_windows = [](const SplitForecasts& forecasts, data::Split which) {
-    if (forecasts.windows() == 0) {
-      throw Error(std::string("conformal: the ") + data::split_name(which) + " split has no windows");
-    }
-  };
-  require_windows(fit, calibration);
-  require_windows(measured, split);
+  if (measured.windows() == 0) {
+    throw Error(std::string("conformal: the ") + data::split_name(split) + " split has no windows");
+  }
+  auto fitted = fit_split_offsets(model, dataset, calibration, batch_size, device);
   const auto& levels = model->options().quantiles();
   ConformalEvaluation e;
-  e.offsets = fit_split_conformal(fit.quantiles(), fit.outcomes(), model->options().horizon(), levels);
-  e.calibration_windows = fit.windows();
+  e.offsets = std::move(fitted.offsets);
+  e.calibration_windows = fitted.windows;
   e.windows = measured.windows();
   e.nominal_interval = levels.back() - levels.front();
   const std::vector<double> outcomes = measured.outcomes();
@@ -100,8 +94,22 @@ nlohmann::json to_json(const ConformalEvaluation& e) {
           {"calibration_windows", e.calibration_windows},
           {"windows", e.windows},
           {"nominal_interval", e.nominal_interval},
-          {"raw", to_json(e.raw)},
-          {"conformal", to_json(e.conformal)}};
+          {"raw", to_json(e.raw, false)},
+          {"conformal", to_json(e.conformal, false)}};
+}
+
+at::Tensor with_conformal_offsets(const artifact::ConformalCalibration& calibration, const data::Dataset& dataset,
+                                  const data::Batch& batch, const at::Tensor& quantiles) {
+  at::Tensor moved = quantiles.detach().to(at::kCPU, at::kDouble).contiguous();
+  const int64_t per_window = moved.size(1) * moved.size(2);
+  double* values = moved.data_ptr<double>();
+  for (size_t b = 0; b < batch.windows.size(); ++b) {
+    const std::span<double> row(values + static_cast<int64_t>(b) * per_window, static_cast<size_t>(per_window));
+    const auto offsets = calibration.for_symbol(dataset.series()[batch.windows[b].series].symbol, row.size());
+    for (size_t k = 0; k < row.size(); ++k) row[k] += offsets[k];
+    sort_quantiles(row, moved.size(2));
+  }
+  return moved.to(quantiles.device(), quantiles.scalar_type());
 }
 
 }  // namespace qtft::eval

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "qtft/common/detail/enum_names.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
+#include "qtft/eval/conformal_walk.h"
 #include "qtft/eval/evaluate.h"
 
 namespace qtft::eval {
@@ -22,12 +24,14 @@ data::Dataset recent_windows(const data::BarSet& bars, const artifact::ModelFile
 }
 
 DriftCheck check(const std::string& name, artifact::LoadedModel& model, const data::Dataset& dataset, double recorded,
-                 const DriftOptions& options) {
+                 const DriftOptions& options, AdaptiveConformalWalk* walk = nullptr) {
   DriftCheck c;
   c.name = name;
   c.windows = dataset.num_windows(data::Split::Validation);
   auto evaluation = evaluate_for_desk(model.model, dataset, data::Split::Validation, options.batch_size, model.device,
-                                      options.cost_bps);
+                                      options.cost_bps, [&](const data::Batch& batch, const model::TftOutput& out) {
+                                        if (walk) walk->add(dataset, batch, out);
+                                      });
   c.model = evaluation.metrics;
   c.desk = std::move(evaluation.desk);
   c.symbols = dataset.schema().symbols;
@@ -85,7 +89,17 @@ DriftReport watch_drift(artifact::LoadedModel& model, const data::BarSet& recent
     }
   }
   const auto all = recent_windows(recent, file);
-  report.overall = check("overall", model, all, report.recorded_val_loss, options);
+  std::optional<AdaptiveConformalWalk> walk;
+  if (options.adaptive_conformal) {
+    if (!file.conformal || file.conformal->method != "adaptive") {
+      throw Error(
+          "the model holds no adaptive conformal offsets (qtft.conformal): `qtft backtest --conformal "
+          "adaptive` saves them with its models");
+    }
+    walk = AdaptiveConformalWalk::from_calibration(*file.conformal, file.options.quantiles(), file.options.horizon());
+  }
+  report.overall = check("overall", model, all, report.recorded_val_loss, options, walk ? &*walk : nullptr);
+  if (walk) report.conformal = ConformalWatch{walk->raw(), walk->conformal(), walk->calibration()};
   if (reference) {
     const double scale = reference->file.features.target_scale;
     if (scale != file.features.target_scale) {
@@ -131,6 +145,19 @@ std::string format_drift_report(const DriftReport& report) {
     out += buf;
     out += r.rollback ? "roll back to " + r.file + "\n" : std::string("keep the model\n");
   }
+  if (report.conformal) {
+    const auto& c = *report.conformal;
+    if (c.raw.outcomes == 0) {
+      out += "  adaptive conformal: no bar after those its offsets learned from\n";
+    } else {
+      std::snprintf(buf, sizeof buf,
+                    "  adaptive conformal over %lld new outcomes: interval coverage %.3f (raw %.3f), loss %.5f (raw "
+                    "%.5f)\n",
+                    static_cast<long long>(c.raw.outcomes), c.conformal.interval, c.raw.interval, c.conformal.loss,
+                    c.raw.loss);
+      out += buf;
+    }
+  }
   return out;
 }
 
@@ -154,6 +181,13 @@ nlohmann::json to_json(const DriftReport& report) {
     const auto& r = *report.reference;
     out["reference"] = {
         {"file", r.file}, {"loss", r.reference_loss}, {"difference_pct", r.difference_pct}, {"rollback", r.rollback}};
+  }
+  if (report.conformal) {
+    const auto& c = *report.conformal;
+    out["conformal"] = {{"method", "adaptive"},
+                        {"raw", to_json(c.raw, false)},
+                        {"conformal", to_json(c.conformal, false)},
+                        {"offsets", artifact::to_json(c.updated)}};
   }
   return out;
 }

@@ -94,13 +94,15 @@ nlohmann::json to_json(const Forecast& f) {
                      {"return", f.steps[s].quantile_return},
                      {"price", f.steps[s].quantile_price}});
   }
-  return {{"symbol", f.symbol},
-          {"origin", format_utc(f.origin_ns)},
-          {"origin_close", f.origin_close},
-          {"quantiles", f.quantiles},
-          {"timestamps_continued", f.timestamps_continued},
-          {"bar_interval_seconds", static_cast<double>(f.bar_interval_ns) / 1e9},
-          {"steps", steps}};
+  nlohmann::json out = {{"symbol", f.symbol},
+                        {"origin", format_utc(f.origin_ns)},
+                        {"origin_close", f.origin_close},
+                        {"quantiles", f.quantiles},
+                        {"timestamps_continued", f.timestamps_continued},
+                        {"bar_interval_seconds", static_cast<double>(f.bar_interval_ns) / 1e9},
+                        {"steps", steps}};
+  if (!f.conformal.empty()) out["conformal"] = f.conformal;  // the quantiles carry its offsets
+  return out;
 }
 
 nlohmann::json to_json(const std::vector<Forecast>& forecasts) {

@@ -12,6 +12,7 @@
 #include "qtft/common/format.h"
 #include "qtft/data/features/batch.h"
 #include "qtft/data/features/dataset.h"
+#include "qtft/eval/conformal.h"
 #include "qtft/infer/forecast.h"
 #include "qtft/io/npy_file.h"
 #include "qtft/model/model_inputs.h"
@@ -24,6 +25,7 @@ struct Forecaster::State {
   model::TemporalFusionTransformer model;
   c10::Device device;
   std::string int8_kernels;
+  bool conformal = false;  // the quantiles carry file.conformal's offsets
 };
 
 namespace {
@@ -156,8 +158,9 @@ Forecaster Forecaster::load(const std::filesystem::path& path, const ForecasterO
   loaded.file.weights.clear();            // the model holds them; a second copy would double the memory
   loaded.file.quantized_weights.clear();  // likewise: the integer products hold their own
   loaded.file.training.reset();
+  if (!options.conformal.empty()) artifact::require_conformal(loaded.file, options.conformal, path.string());
   return Forecaster(std::make_shared<const State>(
-      State{path.string(), std::move(loaded.file), loaded.model, loaded.device, kernels}));
+      State{path.string(), std::move(loaded.file), loaded.model, loaded.device, kernels, !options.conformal.empty()}));
 }
 
 Forecast Forecaster::forecast(const data::BarSeries& recent, std::span<const int64_t> future_timestamps_ns) const {
@@ -241,6 +244,14 @@ std::vector<Forecast> Forecaster::forecast(std::span<const data::BarSeries> rece
   out.reserve(prepared.size());
   for (int64_t i = 0; i < b; ++i) {
     auto& p = prepared[static_cast<size_t>(i)];
+    if (st.conformal) {
+      const auto& calibration = *st.file.conformal;
+      const std::span<double> row(scaled.data_ptr<double>() + i * h * nq, static_cast<size_t>(h * nq));
+      const auto offsets = calibration.for_symbol(p.forecast.symbol, row.size());
+      for (size_t k = 0; k < row.size(); ++k) row[k] += offsets[k];
+      eval::sort_quantiles(row, nq);
+      p.forecast.conformal = calibration.method;
+    }
     to_original_units(scaled.data_ptr<double>() + i * h * nq, h, nq, median,
                       target_units(st.file.features, p.features.symbol_id), p.forecast.origin_close, returns.data(),
                       prices.data());

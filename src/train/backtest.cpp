@@ -19,6 +19,7 @@
 #include "qtft/data/features/batch.h"
 #include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/data/store/feature_store.h"
+#include "qtft/eval/conformal_walk.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/eval/explanation.h"
 #include "qtft/eval/forecast_rows.h"
@@ -138,6 +139,10 @@ std::string differences(const nlohmann::json& recorded, const nlohmann::json& no
       }
     }
     out += (out.empty() ? "" : "; ") + name + ": " + a + " there, " + b + " here";
+  }
+  // An option recorded there that this run does not have at all (one that is on only when given).
+  for (const auto& [key, value] : recorded.items()) {
+    if (!now.contains(key)) out += (out.empty() ? "" : "; ") + key + ": " + value.dump() + " there, null here";
   }
   return out;
 }
@@ -261,6 +266,18 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
   outcome.resumed_folds = state.finished;
   if (state.finished > 0) events.resumed(state.finished);
 
+  // Adaptive conformal offsets walk on across folds (and across a stop: the record keeps them).
+  std::optional<eval::AdaptiveConformalWalk> conformal;
+  if (o.adaptive_conformal_rate) {
+    if (state.document.contains("conformal_state")) {
+      conformal = eval::AdaptiveConformalWalk::from_json(state.document.at("conformal_state"));
+    } else {
+      const auto& d = o.setup.dataset;
+      model::TftOptions probe(1, 1, 1, d.encoder_length, d.horizon);
+      o.setup.architecture.apply_to(probe);
+      conformal.emplace(probe.quantiles(), d.horizon, *o.adaptive_conformal_rate);
+    }
+  }
   ScoringData scoring(o.source, bars);
   const int64_t context = 2 * (o.plan.encoder_length + 1);  // bars of history read before a fold's first window
   for (int64_t k = state.finished; k < static_cast<int64_t>(folds.size()); ++k) {
@@ -364,6 +381,7 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     const auto evaluation = eval::evaluate_windows_for_desk(loaded.model, dataset, data::Split::All, windows,
                                                             o.forecast_batch_size, loaded.device, o.cost_bps,
                                                             [&](const data::Batch& batch, const model::TftOutput& out) {
+                                                              if (conformal) conformal->add(dataset, batch, out);
                                                               rows.add(batch, out);
                                                               explanation.add(out);
                                                               if (rows.rows().rows() >= kRowsPerPartWrite) {
@@ -396,6 +414,18 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
                              {"explanation", eval::to_json(explanation.result())},
                              {"forecast_seconds", result.forecast_seconds},
                              {"seconds", std::chrono::duration<double>(now - fold_start).count()}};
+    if (conformal) {
+      result.raw_coverage = conformal->raw();
+      result.conformal_coverage = conformal->conformal();
+      record["conformal"] = {{"method", "adaptive"},
+                             {"rate", conformal->rate()},
+                             {"raw", eval::to_json(*result.raw_coverage, true)},
+                             {"conformal", eval::to_json(*result.conformal_coverage, true)}};
+      conformal->restart_tallies();
+      state.document["conformal_state"] = conformal->to_json();
+      // The model that forecast the fold carries the offsets it leaves, for forecasts after it.
+      artifact::save_conformal(scored_model, conformal->calibration());
+    }
     state.document["folds"].push_back(std::move(record));
     state.document["summary"] = to_json(summarize_folds(state.document["folds"]));
     write_document(o, state.document);

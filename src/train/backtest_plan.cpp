@@ -218,6 +218,9 @@ void check_backtest_options(const BacktestOptions& o) {
   if (o.plan.initial_train_until_ns.has_value() == (o.plan.initial_train_bars > 0)) {
     throw UsageError("give --initial-train-until DATE or --initial-train-bars N (one of the two)");
   }
+  if (o.adaptive_conformal_rate && !(*o.adaptive_conformal_rate > 0.0 && *o.adaptive_conformal_rate <= 1.0)) {
+    throw UsageError("--conformal-rate " + format_number(*o.adaptive_conformal_rate) + ": must lie in (0, 1]");
+  }
   check_training_setup(o.setup);
 }
 
@@ -264,24 +267,27 @@ nlohmann::json backtest_identity(const BacktestOptions& o) {
   } else {
     plan["initial_train_bars"] = o.plan.initial_train_bars;
   }
-  return {{"source", source},
-          {"windows", data::to_json(d)},
-          {"model", model::to_json(probe)},
-          {"training", training},
-          {"qat",
-           {{"use_qat", q.use_qat},
-            {"weight_bits", q.weight_bits},
-            {"activation_bits", q.activation_bits},
-            {"calibration_batches", q.calibration_batches},
-            {"freeze_observers", q.freeze_observers},
-            {"two_phase", q.two_phase},
-            {"qat_epochs", q.qat_epochs},
-            {"live_epochs", q.live_epochs}}},
-          {"plan", plan},
-          {"refit", refit_name(o.refit)},
-          {"update_epochs", o.update_epochs},
-          {"int8", o.int8 ? artifact::int8_kernels_name(o.int8_kernels) : "off"},
-          {"cost_bps", o.cost_bps}};
+  nlohmann::json identity = {{"source", source},
+                             {"windows", data::to_json(d)},
+                             {"model", model::to_json(probe)},
+                             {"training", training},
+                             {"qat",
+                              {{"use_qat", q.use_qat},
+                               {"weight_bits", q.weight_bits},
+                               {"activation_bits", q.activation_bits},
+                               {"calibration_batches", q.calibration_batches},
+                               {"freeze_observers", q.freeze_observers},
+                               {"two_phase", q.two_phase},
+                               {"qat_epochs", q.qat_epochs},
+                               {"live_epochs", q.live_epochs}}},
+                             {"plan", plan},
+                             {"refit", refit_name(o.refit)},
+                             {"update_epochs", o.update_epochs},
+                             {"int8", o.int8 ? artifact::int8_kernels_name(o.int8_kernels) : "off"},
+                             {"cost_bps", o.cost_bps}};
+  // Only when on, so that the folders of backtests without it resume as they were.
+  if (o.adaptive_conformal_rate) identity["conformal"] = {{"method", "adaptive"}, {"rate", *o.adaptive_conformal_rate}};
+  return identity;
 }
 
 namespace {
@@ -346,22 +352,29 @@ BacktestSummary summarize_folds(const nlohmann::json& folds) {
   s.hit_rate = across(folds, "/desk/hit_rate", false);
   s.sharpe = across(folds, "/desk/position/sharpe", true);
   s.mean_return = across(folds, "/desk/position/mean_return", true);
+  s.conformal_interval_coverage = across(folds, "/conformal/conformal/interval_coverage", false);
+  s.conformal_loss_in_target_units = across(folds, "/conformal/conformal/loss_in_target_units", false);
   return s;
 }
 
 nlohmann::json to_json(const BacktestSummary& s) {
-  return {{"folds", s.folds},
-          {"windows", s.windows},
-          {"train_seconds", s.train_seconds},
-          {"forecast_seconds", s.forecast_seconds},
-          {"loss", to_json(s.loss)},
-          {"loss_in_target_units", to_json(s.loss_in_target_units)},
-          {"ic_step1", to_json(s.ic_step1)},
-          {"ic_across_series_step1", to_json(s.ic_across_series_step1)},
-          {"interval_coverage", to_json(s.interval_coverage)},
-          {"hit_rate", to_json(s.hit_rate)},
-          {"sharpe", to_json(s.sharpe)},
-          {"mean_return", to_json(s.mean_return)}};
+  nlohmann::json out = {{"folds", s.folds},
+                        {"windows", s.windows},
+                        {"train_seconds", s.train_seconds},
+                        {"forecast_seconds", s.forecast_seconds},
+                        {"loss", to_json(s.loss)},
+                        {"loss_in_target_units", to_json(s.loss_in_target_units)},
+                        {"ic_step1", to_json(s.ic_step1)},
+                        {"ic_across_series_step1", to_json(s.ic_across_series_step1)},
+                        {"interval_coverage", to_json(s.interval_coverage)},
+                        {"hit_rate", to_json(s.hit_rate)},
+                        {"sharpe", to_json(s.sharpe)},
+                        {"mean_return", to_json(s.mean_return)}};
+  if (s.conformal_interval_coverage.folds > 0) {
+    out["conformal_interval_coverage"] = to_json(s.conformal_interval_coverage);
+    out["conformal_loss_in_target_units"] = to_json(s.conformal_loss_in_target_units);
+  }
+  return out;
 }
 
 }  // namespace qtft::train

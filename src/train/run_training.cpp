@@ -5,6 +5,7 @@
 #include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/dist/ranks.h"
+#include "qtft/eval/conformal_evaluation.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/model/model_building.h"
 
@@ -107,6 +108,14 @@ TrainingOutcome run_training(const TrainingRequest& request, TrainingEvents& eve
                     " (qtft train --resume --load-model " + path + " continues it)");
       }
     } else {
+      if (request.conformal_split) {
+        auto trained = artifact::model_from_file(file, "the trained model", run.device);
+        const auto fitted = eval::fit_split_offsets(trained.model, *run.dataset, data::Split::Validation,
+                                                    run.train.eval_batch_size, trained.device);
+        file.conformal = artifact::ConformalCalibration{
+            "split", 0.0, fitted.windows, {{artifact::kAllSymbols, fitted.offsets.offsets}}};
+        outcome.conformal_windows = fitted.windows;
+      }
       if (!request.save_model.empty()) save(request.save_model);
       if (!request.metrics_json.empty()) {
         const auto metrics = metrics_document(outcome, file.options, request.source);

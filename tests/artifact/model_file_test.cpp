@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "qtft/artifact/model_file.h"
 #include "qtft/artifact/model_loading.h"
 #include "qtft/data/features/batch.h"
@@ -77,6 +79,47 @@ TEST(ModelFile, WeightsThatDoNotFitAreListed) {
   EXPECT_THAT(message, HasSubstr("f.safetensors: the weights do not fit"));
   EXPECT_THAT(message, HasSubstr("missing: " + named_weights(*model).front().first));
   EXPECT_THAT(message, HasSubstr("unexpected: extra.weight"));
+}
+
+TEST(ModelFile, ConformalOffsetsComeBackAndOnesThatDoNotFitAreRefusedNamingTheField) {
+  auto d = test::tiny_dataset();
+  auto options = test::tiny_model_options(d);
+  auto model = model::build_model(options, 3);
+  test::TempDir dir;
+  auto path = dir.file("m.safetensors");
+  save_model_file(path, {options, d.schema(), d.options(), named_weights(*model), std::nullopt});
+  const auto width = static_cast<size_t>(options.horizon()) * options.quantiles().size();
+  const std::string symbol = d.schema().symbols.front();
+  std::vector<double> offsets(width);
+  for (size_t i = 0; i < width; ++i) offsets[i] = 0.25 * static_cast<double>(i) - 1.0;
+  save_conformal(path, {"adaptive", 0.05, 0, {{symbol, offsets}}});
+  const auto loaded = load_model_file(path);
+  ASSERT_TRUE(loaded.conformal.has_value());
+  EXPECT_EQ(loaded.conformal->method, "adaptive");
+  EXPECT_EQ(loaded.conformal->rate, 0.05);
+  EXPECT_EQ(loaded.conformal->for_symbol(symbol, width), offsets);
+  EXPECT_EQ(loaded.conformal->for_symbol("ELSE", width), std::vector<double>(width, 0.0));
+  // Everything else is as it was: the model forecasts the same bits.
+  EXPECT_EQ(to_json(*loaded.conformal), to_json(ConformalCalibration{"adaptive", 0.05, 0, {{symbol, offsets}}}));
+  for (size_t i = 0; i < loaded.weights.size(); ++i) {
+    EXPECT_TRUE(at::equal(loaded.weights[i].second, named_weights(*model)[i].second)) << loaded.weights[i].first;
+  }
+
+  const auto refused = [&](const ConformalCalibration& c) {
+    return test::error_message([&] { save_conformal(path, c); });
+  };
+  EXPECT_THAT(refused({"adaptive", 0.05, 0, {{symbol, std::vector<double>(width + 1)}}}),
+              HasSubstr(path + ": qtft.conformal.offsets[\"" + symbol + "\"] holds " + std::to_string(width + 1) +
+                        " offsets; the model's horizon"));
+  EXPECT_THAT(refused({"adaptive", 0.05, 0, {{"ELSE", offsets}}}),
+              HasSubstr("qtft.conformal.offsets[\"ELSE\"]: the model knows no symbol 'ELSE'"));
+  EXPECT_THAT(refused({"adaptive", 2.0, 0, {{symbol, offsets}}}), HasSubstr("qtft.conformal.rate 2 is outside (0, 1]"));
+  EXPECT_THAT(refused({"jackknife", 0.0, 0, {}}), HasSubstr("qtft.conformal.method 'jackknife' is neither"));
+  offsets[1] = std::nan("");
+  EXPECT_THAT(refused({"split", 0.0, 10, {{kAllSymbols, offsets}}}),
+              HasSubstr("qtft.conformal.offsets[\"*\"] holds a value that is not finite"));
+  // Nothing refused was written.
+  EXPECT_EQ(load_model_file(path).conformal->method, "adaptive");
 }
 
 TEST(ModelFile, RejectsFilesThatAreNotModels) {

@@ -3,10 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "qtft/io/tensor_file.h"
+#include "support/bar_files.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
 
@@ -48,6 +51,60 @@ TEST(ConformalCli, EvaluateReportsRawAndConformalCoverageOfTheTestSplit) {
   EXPECT_LT(c.at("conformal").at("loss").get<double>(), c.at("raw").at("loss").get<double>());
 }
 
+// The first forecast's quantile returns in `forecast --json`'s output, step by step.
+std::vector<std::vector<double>> returns_of(const std::string& text) {
+  const auto forecasts = nlohmann::json::parse(text);
+  std::vector<std::vector<double>> out;
+  for (const auto& step : forecasts.at(0).at("steps")) out.push_back(step.at("return").get<std::vector<double>>());
+  return out;
+}
+
+TEST(ConformalCli, TrainSavesSplitOffsetsAndForecastIssuesWithThemOrRefusesAFileWithout) {
+  test::TempDir dir;
+  dir.write("bars.csv", test::regular_bars_csv(400, "ES"));
+  dir.write("recent.csv", test::regular_bars_csv(60, "ES"));
+  const std::string model = dir.file("model.safetensors"), plain = dir.file("plain.safetensors");
+  const std::string train = "train --csv-file " + dir.file("bars.csv") +
+                            " --encoder-length 12 --horizon 3 --epochs 1 --max-batches-per-epoch 2 --hidden-size 8 "
+                            "--attention-heads 2 --save-model ";
+  auto run = run_qtft(dir, train + model + " --conformal split");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("Conformal offsets (split) fitted on "));
+  ASSERT_EQ(run_qtft(dir, train + plain).exit_code, 0);
+
+  const std::string forecast = "forecast --csv-file " + dir.file("recent.csv") + " --json --load-model ";
+  auto raw = run_qtft(dir, forecast + model);
+  auto conformal = run_qtft(dir, forecast + model + " --conformal split");
+  ASSERT_EQ(conformal.exit_code, 0) << conformal.err;
+  EXPECT_EQ(nlohmann::json::parse(conformal.out).at(0).at("conformal"), "split");
+  EXPECT_FALSE(nlohmann::json::parse(raw.out).at(0).contains("conformal"));
+  // The offsets moved the quantiles, and they stay in order.
+  const auto a = returns_of(raw.out), b = returns_of(conformal.out);
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_NE(a, b);
+  for (const auto& step : b) EXPECT_TRUE(std::is_sorted(step.begin(), step.end()));
+
+  // A file without offsets, or with the other method's: one line naming the file, exit 1.
+  run = run_qtft(dir, forecast + plain + " --conformal split");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr(plain + ": holds no conformal offsets (qtft.conformal)"));
+  run = run_qtft(dir, forecast + model + " --conformal adaptive");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr(model + ": qtft.conformal.method is split, not adaptive"));
+  // Offsets that do not fit the model's horizon and quantiles: refused naming the field.
+  auto file = io::load_tensor_file(model);
+  auto c = nlohmann::json::parse(file.metadata.at("qtft.conformal"));
+  c["offsets"]["*"] = {0.0, 0.1};
+  file.metadata["qtft.conformal"] = c.dump();
+  const std::string bad = dir.file("bad.safetensors");
+  io::save_tensor_file(bad, file);
+  run = run_qtft(dir, forecast + bad);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr(bad + ": qtft.conformal.offsets[\"*\"] holds 2 offsets; the model's horizon 3 x 3 "
+                                       "quantiles need 9"));
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+}
+
 TEST(ConformalCli, AnUnknownMethodIsAUsageError) {
   test::TempDir dir;
   const std::string bars = dir.file("bars.csv");
@@ -62,6 +119,18 @@ TEST(ConformalCli, AnUnknownMethodIsAUsageError) {
   EXPECT_THAT(run.err,
               HasSubstr("fits its offsets on the validation split, so it cannot measure the validation split"));
   EXPECT_THAT(run.out, ::testing::Not(HasSubstr("windows (metrics in units")));  // refused before evaluating
+  // A backtest's conformal is adaptive, moved by its own walk; a rate needs it.
+  const std::string walk =
+      "backtest --csv-file " + bars + " --initial-train-bars 400 --step 100 --output " + dir.file("walk");
+  run = run_qtft(dir, walk + " --conformal split");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--conformal: split not in {adaptive}"));
+  run = run_qtft(dir, walk + " --conformal-rate 0.1");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--conformal-rate moves adaptive offsets: add --conformal adaptive"));
+  run = run_qtft(dir, walk + " --conformal adaptive --conformal-rate 1.5");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--conformal-rate 1.5: must lie in (0, 1]"));
 }
 
 }  // namespace

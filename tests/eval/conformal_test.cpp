@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "qtft/common/error.h"
@@ -13,6 +15,8 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+
+::testing::Matcher<double> Near(double x) { return ::testing::DoubleNear(x, 1e-12); }
 
 TEST(SplitConformal, TheOffsetIsTheFiniteSampleQuantileOfTheResiduals) {
   // 4 windows, 1 step, levels 0.1, 0.5, 0.9; the forecasts are 0 for every level, so the
@@ -80,6 +84,48 @@ TEST(AdaptiveConformal, StepHLearnsOnlyWhenItsBarArrivesNoLookAhead) {
   EXPECT_THAT(tracker.offsets_for(4).offsets, ElementsAre(0.0, 0.05, 0.05));
   EXPECT_THAT([&] { tracker.outcome(4, 14, 0.0); },
               ::testing::ThrowsMessage<Error>(HasSubstr("the outcome of bar 14 came after that of bar 14")));
+}
+
+TEST(AdaptiveConformal, StepsLandOnTheBarsNamedAndTheStateGoesOnExactly) {
+  // Timestamps as bars: a forecast at 100 lands on 105 and 110 (a gap of one bar's time
+  // skipped nothing: the steps are the bars named).
+  AdaptiveConformal tracker({0.2, 0.8}, 2, 0.5);
+  const auto issued =
+      tracker.forecast_made(1, std::vector<int64_t>{105, 110}, std::vector<double>{-1.0, 1.0, -2.0, 2.0});
+  EXPECT_THAT(issued, ElementsAre(-1.0, 1.0, -2.0, 2.0));  // no offsets yet
+  // Step 1's outcome: 0 lies above -1 (level 0.2 not covered: +0.5 x 0.2) and at or below 1
+  // (level 0.8 covered: +0.5 x (0.8 - 1)).
+  tracker.outcome(1, 105, 0.0);
+  EXPECT_THAT(tracker.offsets_for(1).offsets, ElementsAre(Near(0.1), Near(-0.1), 0.0, 0.0));
+  // Saved between two outcomes and read back, it goes on as the one never saved.
+  auto copy = AdaptiveConformal::from_json(tracker.to_json());
+  for (auto* t : {&tracker, &copy}) {
+    t->forecast_made(1, std::vector<int64_t>{110, 115},
+                     std::vector<double>{0.0, 0.0, 0.0, 0.0});  // issued 0.1, -0.1, 0, 0
+    t->outcome(1, 110, 3.0);  // the first forecast's step 2 (-2, 2) and the second's step 1 (0.1, -0.1): all misses
+  }
+  EXPECT_EQ(copy.to_json(), tracker.to_json());
+  EXPECT_THAT(tracker.offsets_for(1).offsets, ElementsAre(Near(0.2), Near(0.3), Near(0.1), Near(0.4)));
+  EXPECT_THAT([&] { copy.outcome(1, 109, 0.0); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("came after that of bar 110")));
+  EXPECT_THAT(
+      [] {
+        AdaptiveConformal::from_json(nlohmann::json{{"levels", {0.5}}, {"horizon", 1}});
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("adaptive conformal state:")));
+}
+
+TEST(CoverageTally, SharesAndPinballLossByHand) {
+  CoverageTally tally({0.1, 0.9});
+  tally.add(std::vector<double>{-1.0, 1.0}, 0.0, 2.0);  // inside; losses 0.1 * 1 + 0.1 * 1 = 0.2
+  tally.add(std::vector<double>{-1.0, 1.0}, 3.0, 1.0);  // above both; 0.1 * 4 + 0.9 * 2 = 2.2
+  const auto c = tally.result();
+  EXPECT_THAT(c.below, ElementsAre(0.0, 0.5));
+  EXPECT_DOUBLE_EQ(c.interval, 0.5);
+  EXPECT_DOUBLE_EQ(c.loss, (0.2 + 2.2) / 4);
+  EXPECT_DOUBLE_EQ(c.loss_in_target_units, (0.2 * 2 + 2.2) / 4);
+  EXPECT_EQ(c.outcomes, 2);
+  EXPECT_TRUE(std::isnan(CoverageTally({0.5}).result().interval));
 }
 
 TEST(AdaptiveConformal, RefusesARateOutOfRange) {

@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "qtft/artifact/model_file.h"
 #include "qtft/common/error.h"
 #include "qtft/data/bars/backtest_forecasts.h"
 #include "qtft/data/bars/bars.h"
+#include "qtft/eval/conformal_walk.h"
 #include "support/bar_files.h"
 #include "support/temp_dir.h"
 #include "support/thrown.h"
@@ -282,6 +284,55 @@ TEST_F(Backtest, StoppedAfterAFoldResumesAndEndsAsTheOneNeverStopped) {
     }
     EXPECT_EQ(x, y) << k;
   }
+}
+
+TEST_F(Backtest, AdaptiveConformalWalksOnAcrossFoldsAndAStopAndIsSavedWithTheModel) {
+  BacktestEvents quiet;
+  auto o = options("whole");
+  o.adaptive_conformal_rate = 0.1;
+  const auto whole = run_backtest(o, quiet);
+  const auto doc = record_of(whole);
+  ASSERT_EQ(doc.at("folds").size(), 3u);
+  EXPECT_EQ(doc.at("options").at("conformal"), (nlohmann::json{{"method", "adaptive"}, {"rate", 0.1}}));
+  for (const auto& fold : doc.at("folds")) {
+    const auto& c = fold.at("conformal");
+    // Every step of every window is tallied, raw and conformal alike.
+    EXPECT_EQ(c.at("raw").at("outcomes"), fold.at("windows").get<int64_t>() * 3);
+    EXPECT_EQ(c.at("conformal").at("outcomes"), c.at("raw").at("outcomes"));
+    // The raw quantiles are the fold's own forecasts: their loss is its metrics' (float sums aside).
+    const double loss = fold.at("metrics").at("in_target_units").at("loss").get<double>();
+    EXPECT_NEAR(c.at("raw").at("loss_in_target_units").get<double>(), loss, 1e-5 * loss);
+    EXPECT_NE(c.at("conformal").at("loss_in_target_units"), c.at("raw").at("loss_in_target_units"));
+  }
+  EXPECT_EQ(doc.at("summary").at("conformal_interval_coverage").at("folds"), 3);
+  ASSERT_TRUE(whole.folds.back().conformal_coverage.has_value());
+  // The last model carries the offsets the walk left, one set per symbol, as the record does.
+  const auto model = artifact::load_model_file(o.output / "models" / "fold-002.safetensors");
+  ASSERT_TRUE(model.conformal.has_value());
+  EXPECT_EQ(model.conformal->method, "adaptive");
+  EXPECT_EQ(model.conformal->offsets.size(), 2u);
+  const auto walk = eval::AdaptiveConformalWalk::from_json(doc.at("conformal_state"));
+  EXPECT_EQ(model.conformal->offsets, walk.offsets_by_symbol());
+
+  // Stopped after fold 0 and resumed, it ends exactly as the walk never stopped.
+  auto stopped = options("stopped");
+  stopped.adaptive_conformal_rate = 0.1;
+  StopAfter events(1);
+  stopped.setup.stop_requested = [&] { return events.stop(); };
+  ASSERT_TRUE(run_backtest(stopped, events).interrupted);
+  stopped.setup.stop_requested = {};
+  const auto resumed = record_of(run_backtest(stopped, quiet));
+  EXPECT_EQ(resumed.at("conformal_state"), doc.at("conformal_state"));
+  for (size_t k = 0; k < 3; ++k)
+    EXPECT_EQ(resumed.at("folds")[k].at("conformal"), doc.at("folds")[k].at("conformal")) << k;
+
+  // A walk without it is another backtest's folder; a rate out of range is refused.
+  auto plain = options("stopped");
+  EXPECT_THAT(test::message_thrown([&] { run_backtest(plain, quiet); }),
+              HasSubstr("conformal: {\"method\":\"adaptive\",\"rate\":0.1} there, null here"));
+  plain.adaptive_conformal_rate = 0.0;
+  EXPECT_THAT(test::message_thrown([&] { run_backtest(plain, quiet); }),
+              HasSubstr("--conformal-rate 0: must lie in (0, 1]"));
 }
 
 TEST_F(Backtest, RefusesOtherOptionsOnResumeAndAFolderThatIsNotABacktests) {

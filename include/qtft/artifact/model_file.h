@@ -77,6 +77,24 @@ struct Lineage {
 nlohmann::json to_json(const Lineage& lineage);
 Lineage lineage_from_json(const nlohmann::json& json);  // throws qtft::Error naming the field
 
+// Conformal offsets a model carries (eval/conformal.h fits and moves them): added to its
+// quantiles per horizon step and level, in the model's scaled units, [horizon, levels]
+// row-major. JSON qtft.conformal.
+struct ConformalCalibration {
+  std::string method;                                  // "split": one set for every symbol; "adaptive": one per symbol
+  double rate = 0.0;                                   // adaptive: the rate each outcome moves an offset by
+  int64_t calibration_windows = 0;                     // split: the validation windows fitted on
+  std::map<std::string, std::vector<double>> offsets;  // by symbol; split: the one entry "*"
+  // adaptive: per symbol, the last bar whose outcome moved its offsets (a later walk, or
+  // `watch`, goes on after it)
+  std::map<std::string, int64_t> through_ns;
+  // The offsets `symbol` is forecast with; zeros for a symbol an adaptive walk never saw.
+  std::vector<double> for_symbol(const std::string& symbol, size_t width) const;
+};
+inline constexpr const char* kAllSymbols = "*";
+nlohmann::json to_json(const ConformalCalibration& calibration);
+ConformalCalibration conformal_from_json(const nlohmann::json& json);  // throws qtft::Error naming the field
+
 // A model file: safetensors with the weights under "model.", the training state under
 // "resume.", and JSON metadata (qtft.config, qtft.features, qtft.dataset, qtft.training).
 struct ModelFile {
@@ -93,9 +111,19 @@ struct ModelFile {
   // (TemporalFusionTransformer::use_integer_products).
   std::map<std::string, quant::QuantizedWeight> quantized_weights{};
   std::optional<Lineage> lineage{};
+  std::optional<ConformalCalibration> conformal{};
 };
 
 void save_model_file(const std::filesystem::path& path, const ModelFile& file);
+// The offsets of `file` (read from `source`) to forecast with under `method` (split or
+// adaptive): throws UsageError for another method name, qtft::Error naming the file when it
+// holds none or the other method's.
+const ConformalCalibration& require_conformal(const ModelFile& file, const std::string& method,
+                                              const std::string& source);
+// Sets the conformal offsets of the model file (or int8 export) at `path`, rewriting it
+// atomically with everything else as it was; throws qtft::Error naming the file and field
+// when they do not fit its model.
+void save_conformal(const std::filesystem::path& path, const ConformalCalibration& conformal);
 
 // Where a file's weights live: "model.<module path>".
 inline constexpr const char* kModelWeightPrefix = "model.";

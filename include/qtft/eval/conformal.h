@@ -19,7 +19,9 @@
 // then (no look-ahead), scored against the quantile issued at t.
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <vector>
 
@@ -35,6 +37,34 @@ struct ConformalOffsets {
   }
 };
 
+// Coverage of quantiles over outcomes, in the model's scaled units.
+struct QuantileCoverage {
+  std::vector<double> below;          // per level: the share of outcomes at or below that quantile
+  double interval = 0.0;              // the share inside [lowest level, highest level]
+  double loss = 0.0;                  // mean pinball loss, scaled units
+  double loss_in_target_units = 0.0;  // the same with each outcome's scale (CoverageTally::add)
+  int64_t outcomes = 0;
+};
+
+// Counts outcomes against their quantiles one at a time.
+class CoverageTally {
+ public:
+  explicit CoverageTally(std::vector<double> levels);
+  // One outcome and its quantiles (one per level, in the levels' order); `scale` turns the
+  // model's units into the target's for loss_in_target_units.
+  void add(std::span<const double> quantiles, double outcome, double scale = 1.0);
+  // NaN shares and losses without an outcome.
+  QuantileCoverage result() const;
+
+ private:
+  std::vector<double> levels_, below_;
+  double inside_ = 0.0, loss_ = 0.0, loss_target_ = 0.0;
+  int64_t outcomes_ = 0;
+};
+// {"coverage": per level, "interval_coverage", "loss", "outcomes"}, with
+// "loss_in_target_units" where the tally was given each outcome's scale.
+nlohmann::json to_json(const QuantileCoverage& coverage, bool with_target_units);
+
 // Split conformal offsets from a calibration split's forecasts [windows, horizon, levels]
 // and outcomes [windows, horizon]. Throws qtft::Error when there are no windows, the sizes
 // disagree, or a level lies outside (0, 1).
@@ -48,6 +78,12 @@ void sort_quantiles(std::span<double> forecasts, int64_t levels);
 // forecasts [windows, horizon, levels] plus their offsets, then sorted (sort_quantiles).
 void apply_offsets(const ConformalOffsets& offsets, std::span<double> forecasts);
 
+// The rate `--conformal adaptive` moves offsets by unless told, in scaled units (whose spread
+// is about 1). Of 0.05, 0.1, 0.2 and 0.4 on BACKTEST.md's regime walk, 0.2 was the lowest to
+// bring every fold after the shift within 3 points of the nominal coverage; higher rates
+// cost loss before the shift (docs/results/backtest_conformal.json).
+inline constexpr double kDefaultConformalRate = 0.2;
+
 // Quantile tracking for many series, fed bar by bar.
 class AdaptiveConformal {
  public:
@@ -58,15 +94,28 @@ class AdaptiveConformal {
   ConformalOffsets offsets_for(int64_t series) const;
 
   // A forecast of `series` made after bar `bar` (its quantiles as the model gave them,
-  // [horizon, levels], before any offset): kept, with the offsets in force now, until its
-  // outcomes arrive; each outcome is scored against the quantile issued then.
-  void forecast_made(int64_t series, int64_t bar, std::span<const double> quantiles);
+  // [horizon, levels], before any offset), its step h landing on bar `bar` + h: kept, with
+  // the offsets in force now, until its outcomes arrive; each outcome is scored against the
+  // quantile issued then. Returns the quantiles issued: the model's plus those offsets.
+  std::vector<double> forecast_made(int64_t series, int64_t bar, std::span<const double> quantiles);
+  // The same with the bars its steps land on named (`landing`, one per step, increasing):
+  // any increasing key of a series' bars, such as their timestamps.
+  std::vector<double> forecast_made(int64_t series, std::span<const int64_t> landing,
+                                    std::span<const double> quantiles);
 
   // The outcome of bar `bar` of `series` (the target that bar realized): every pending
-  // forecast of the series whose step lands on this bar takes it, in the order they were
+  // forecast of the series with a step landing on this bar takes it, in the order they were
   // made; the offset of that step and each level moves. Bars of one series must come in
   // increasing order (qtft::Error otherwise).
   void outcome(int64_t series, int64_t bar, double value);
+
+  // The whole state (offsets, pending forecasts, last outcomes), so that a walk stopped
+  // between two forecasts goes on exactly; from_json throws qtft::Error naming the field.
+  nlohmann::json to_json() const;
+  static AdaptiveConformal from_json(const nlohmann::json& state);
+
+  // The last bar of `series` whose outcome was taken (none yet: the lowest int64_t).
+  int64_t last_outcome(int64_t series) const;
 
   int64_t horizon() const { return horizon_; }
   const std::vector<double>& levels() const { return levels_; }
@@ -74,13 +123,13 @@ class AdaptiveConformal {
 
  private:
   struct Pending {
-    int64_t bar;                 // the last bar the forecast saw
-    std::vector<double> issued;  // [horizon, levels]: the model's quantiles plus the offsets then
+    std::vector<int64_t> landing;  // the bar each step lands on
+    std::vector<double> issued;    // [horizon, levels]: the model's quantiles plus the offsets then
   };
   struct Series {
     std::vector<double> offsets;  // [horizon, levels]
     std::deque<Pending> pending;  // in the order made
-    int64_t last_outcome_bar = -1;
+    int64_t last_outcome_bar = std::numeric_limits<int64_t>::min();
   };
   Series& series(int64_t id);
 

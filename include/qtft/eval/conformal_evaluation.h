@@ -9,19 +9,13 @@
 #include <nlohmann/json_fwd.hpp>
 #include <vector>
 
+#include "qtft/artifact/model_file.h"
 #include "qtft/data/features/batch.h"
 #include "qtft/data/features/dataset.h"
 #include "qtft/eval/conformal.h"
 #include "qtft/model/tft.h"
 
 namespace qtft::eval {
-
-// Coverage of one set of quantiles over a split's outcomes, in the model's scaled units.
-struct QuantileCoverage {
-  std::vector<double> below;  // per level: the share of outcomes at or below that quantile
-  double interval = 0.0;      // the share inside [lowest level, highest level]
-  double loss = 0.0;          // mean pinball loss
-};
 
 // A split's scaled quantiles and outcomes, gathered batch by batch from a walk the caller
 // runs anyway (a for_each_forecast or evaluate_for_desk visitor), so that measuring them
@@ -39,6 +33,9 @@ class SplitForecasts {
   int64_t windows_ = 0;
 };
 
+// The coverage of a split's gathered quantiles over its outcomes.
+QuantileCoverage coverage_of(const SplitForecasts& forecasts, const std::vector<double>& levels);
+
 struct ConformalEvaluation {
   ConformalOffsets offsets;  // fitted on the calibration split
   int64_t calibration_windows = 0;
@@ -51,6 +48,15 @@ struct ConformalEvaluation {
 // where the offsets were fitted is in-sample.
 void check_conformal_splits(data::Split calibration, data::Split split);
 
+// Split conformal offsets of `model`, fitted on every window of `calibration` (the validation
+// split), and how many windows that was. Throws qtft::Error when the split has no windows.
+struct FittedOffsets {
+  ConformalOffsets offsets;
+  int64_t windows = 0;
+};
+FittedOffsets fit_split_offsets(model::TemporalFusionTransformer& model, const data::Dataset& dataset,
+                                data::Split calibration, size_t batch_size, c10::Device device);
+
 // Forecasts every window of `calibration` (the validation split) to fit the offsets, and
 // measures both sets of quantiles on `measured`, the forecasts of `split` gathered by the
 // caller. Throws qtft::Error when either has no windows; check_conformal_splits first.
@@ -59,5 +65,11 @@ ConformalEvaluation evaluate_split_conformal(model::TemporalFusionTransformer& m
                                              size_t batch_size, c10::Device device);
 
 nlohmann::json to_json(const ConformalEvaluation& evaluation);
+
+// `quantiles` ([windows, horizon, levels], the model's scaled units) of `batch`'s windows
+// moved by the offsets `calibration` holds for each window's symbol, crossing ones sorted:
+// a new tensor of the same dtype on the same device.
+at::Tensor with_conformal_offsets(const artifact::ConformalCalibration& calibration, const data::Dataset& dataset,
+                                  const data::Batch& batch, const at::Tensor& quantiles);
 
 }  // namespace qtft::eval

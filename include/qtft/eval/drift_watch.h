@@ -16,6 +16,7 @@
 #include "qtft/artifact/model_loading.h"
 #include "qtft/data/bars/bars.h"
 #include "qtft/eval/baselines.h"
+#include "qtft/eval/conformal.h"
 #include "qtft/eval/desk_metrics.h"
 #include "qtft/eval/metrics.h"
 
@@ -29,6 +30,15 @@ struct DriftOptions {
   double rollback_pct = 3.0;   // worse than the reference by more than this: roll back
   size_t batch_size = 512;     // each model runs on the device it was loaded on
   double cost_bps = 0.0;       // the desk metrics' trading cost
+  // Go on with the model's adaptive conformal offsets (qtft.conformal) over the scored
+  // windows of every series, after the bars they already learned from.
+  bool adaptive_conformal = false;
+};
+
+// What the adaptive conformal offsets did over the windows watch scored for the first time.
+struct ConformalWatch {
+  QuantileCoverage raw, conformal;
+  artifact::ConformalCalibration updated;  // to save with the model
 };
 
 struct DriftCheck {
@@ -54,6 +64,7 @@ struct DriftReport {
   std::vector<DriftCheck> series;
   DriftCheck overall;
   std::optional<ReferenceCheck> reference;
+  std::optional<ConformalWatch> conformal;
   // For cron jobs: 0 every check ok, 3 some degraded, 4 some no better than naive, 5 a
   // rollback advised; the highest that applies.
   int exit_code() const;
@@ -62,7 +73,8 @@ struct DriftReport {
 // Windows each series of `recent` with the model's own features and windows; the newer half
 // of its bars is scored, the older half gives the empirical baseline its quantiles. Throws
 // qtft::Error naming the file when the model records no validation loss, when a series has
-// too few bars, or when the reference normalizes targets differently (losses not comparable).
+// too few bars, or when the reference normalizes targets differently (losses not comparable);
+// under adaptive_conformal, when the model holds no adaptive offsets.
 DriftReport watch_drift(artifact::LoadedModel& model, const data::BarSet& recent, const DriftOptions& options,
                         artifact::LoadedModel* reference = nullptr, const std::string& reference_file = "");
 

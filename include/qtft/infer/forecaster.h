@@ -26,6 +26,11 @@ struct ForecasterOptions {
   artifact::Int8Kernels int8_kernels = artifact::Int8Kernels::integer;
   // Bf16: an FP32 or QAT file's products in bf16 (artifact::use_precision says where not).
   Precision precision = Precision::Fp32;
+  // "split" or "adaptive": issue the quantiles with the file's conformal offsets of that
+  // method (qtft.conformal: split, fitted on the validation split, or the adaptive ones a
+  // backtest's walk left per symbol), crossing ones sorted. A file without them, or with the
+  // other method's, is refused. Empty: the model's quantiles as they are.
+  std::string conformal;
 };
 
 // What a model file holds: FP32 weights; fake-quantized weights and activations, as QAT
@@ -48,6 +53,7 @@ struct Forecast {
   int64_t origin_ns = 0;          // the last given bar's time
   double origin_close = 0.0;      // and its close
   std::vector<double> quantiles;  // the levels, e.g. 0.1, 0.5, 0.9
+  std::string conformal;          // "split" or "adaptive": the offsets the quantiles carry; "" for none
   // True when the caller gave no future timestamps and they continue the series at
   // bar_interval_ns, the median spacing of the bars the forecast read.
   bool timestamps_continued = false;

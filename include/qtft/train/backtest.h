@@ -20,6 +20,7 @@
 
 #include "qtft/artifact/int8_kernels.h"
 #include "qtft/data/bars/bar_source.h"
+#include "qtft/eval/conformal.h"
 #include "qtft/eval/desk_metrics.h"
 #include "qtft/eval/metrics.h"
 #include "qtft/train/progress.h"
@@ -91,6 +92,10 @@ struct BacktestOptions {
   artifact::Int8Kernels int8_kernels = artifact::Int8Kernels::integer;
   bool keep_models = false;  // keep models/fold-NNN.safetensors (and .int8) of every fold
   double cost_bps = 0.0;     // the desk metrics' trading cost
+  // --conformal adaptive --conformal-rate R: every fold's quantiles also issued with
+  // adaptive conformal offsets (eval/conformal_walk.h), learned bar by bar from the first
+  // fold on, carried across folds and saved in each fold's model file (qtft.conformal).
+  std::optional<double> adaptive_conformal_rate;
   size_t forecast_batch_size = 512;
   std::filesystem::path output;  // the folder: forecasts.parquet, folds.json, models/
 };
@@ -125,6 +130,8 @@ struct FoldResult {
   int64_t windows = 0;          // the windows forecast
   std::filesystem::path model;  // the model that forecast them
   double forecast_seconds = 0.0;
+  // Under adaptive conformal: the fold's raw and conformal quantiles against its outcomes.
+  std::optional<eval::QuantileCoverage> raw_coverage, conformal_coverage;
 };
 
 // What the backtest reports as it goes; every hook is optional.
@@ -164,6 +171,9 @@ struct BacktestSummary {
   double train_seconds = 0.0, forecast_seconds = 0.0;
   AcrossFolds loss, loss_in_target_units, ic_step1, ic_across_series_step1, interval_coverage, hit_rate, sharpe,
       mean_return;
+  // Under adaptive conformal (folds without it leave these empty): the conformal quantiles'
+  // central interval coverage and loss in the target's units.
+  AcrossFolds conformal_interval_coverage, conformal_loss_in_target_units;
 };
 // folds.json's "summary": each figure's mean, sd and folds (null for NaN), and t and
 // positive_folds for the signed ones.

@@ -34,7 +34,10 @@ struct TrainingRequest {
   TrainingSetup setup;                 // with its device, group and stop_requested
   std::filesystem::path save_model;    // the best model and its training state; empty: none
   std::filesystem::path metrics_json;  // the metrics document; empty: none
-  RunRecord record;                    // stored in the file; ranks and save path are set here
+  // Split conformal offsets fitted on the validation split with the best weights, saved in
+  // the model file (qtft.conformal) for `forecast --conformal split`.
+  bool conformal_split = false;
+  RunRecord record;  // stored in the file; ranks and save path are set here
   // How model files are written (artifact::save_model_file when empty): a program may hold
   // back its signals meanwhile, so that none leaves a half-written temporary behind.
   std::function<void(const std::filesystem::path&, const artifact::ModelFile&)> save;
@@ -52,6 +55,7 @@ struct TrainingOutcome {
   std::optional<data::RegimeCoverage> calibration_coverage;  // the last calibration's
   int64_t unknown_category_rows = 0;  // data rows with a categorical level the training split lacks
   std::string feature_store;          // the store it trained from, kept (an update's own is removed); "" for none
+  int64_t conformal_windows = 0;      // request.conformal_split: the validation windows the offsets were fitted on
 };
 
 // The backend a data-parallel run on `choice` uses: NCCL for --device cuda, else Gloo (auto

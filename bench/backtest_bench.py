@@ -128,7 +128,43 @@ def conformal(args):
     by_rate = {}
     for rate in args.conformal_rates.split(","):
         by_rate[rate] = conformal_walks(args, data, float(rate), first_after)
-    return {"conformal": by_rate, "first_fold_after_shift": first_after}
+    return {"conformal": by_rate, "first_fold_after_shift": first_after, "cost": conformal_cost(args, data)}
+
+
+def conformal_cost(args, data):
+    """What adaptive conformal adds to a walk: the --refit none walk with and without it,
+    alternately --repeats times; the medians of the folds' forecast seconds (where the
+    offsets are applied and moved) and of the wall time."""
+    walk = ["--parquet-file", data, "--initial-train-bars", str(args.initial), "--step", str(args.step),
+            "--epochs", "3", "--refit", "none"]
+    runs = {"plain": [], "conformal": []}
+    for _ in range(args.repeats):
+        for kind, extra in (("plain", []), ("conformal", ["--conformal", "adaptive"])):
+            record, wall, _ = run_backtest(args.qtft, os.path.join(args.work, f"cost-{kind}"), walk + extra,
+                                           args.threads)
+            runs[kind].append({"wall_seconds": wall,
+                               "forecast_seconds": sum(f["forecast_seconds"] for f in record["folds"]),
+                               "conformal_seconds": sum(f.get("conformal", {}).get("seconds", 0.0)
+                                                        for f in record["folds"])})
+    median = lambda v: sorted(v)[len(v) // 2]
+    out = {kind: {key: median([r[key] for r in rs]) for key in ("wall_seconds", "forecast_seconds")}
+           for kind, rs in runs.items()}
+    out["runs"] = runs
+    out["forecast_ratio"] = out["conformal"]["forecast_seconds"] / out["plain"]["forecast_seconds"]
+    out["wall_ratio"] = out["conformal"]["wall_seconds"] / out["plain"]["wall_seconds"]
+    # Timed inside the walk (folds.json's conformal.seconds): the offsets' own work, against
+    # the run's forecasting and wall time, free of the machine's swings between runs.
+    own = [r["conformal_seconds"] for r in runs["conformal"]]
+    out["conformal_seconds"] = median(own)
+    out["conformal_share_of_forecasting"] = median([r["conformal_seconds"] / r["forecast_seconds"]
+                                                    for r in runs["conformal"]])
+    out["conformal_share_of_wall"] = median([r["conformal_seconds"] / r["wall_seconds"] for r in runs["conformal"]])
+    print(f"\nadaptive conformal's cost (--refit none, medians of {args.repeats}): forecasting "
+          f"{out['plain']['forecast_seconds']:.3f} s plain, {out['conformal']['forecast_seconds']:.3f} s conformal "
+          f"(x{out['forecast_ratio']:.3f}); wall x{out['wall_ratio']:.3f}; timed inside the walk, the offsets took "
+          f"{out['conformal_seconds']:.3f} s, {100 * out['conformal_share_of_forecasting']:.2f}% of forecasting and "
+          f"{100 * out['conformal_share_of_wall']:.2f}% of the wall time")
+    return out
 
 
 def conformal_walks(args, data, rate, first_after):
@@ -312,6 +348,7 @@ def main():
     parser.add_argument("--initial", type=int, default=5000)
     parser.add_argument("--step", type=int, default=1000)
     parser.add_argument("--conformal-rates", default="0.05,0.1,0.2,0.4", help="conformal: the adaptive offsets' rates")
+    parser.add_argument("--repeats", type=int, default=3, help="conformal: walks with and without, for its cost")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--symbols", type=int, default=10)
     parser.add_argument("--folds", type=int, default=20)

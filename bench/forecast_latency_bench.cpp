@@ -58,6 +58,7 @@ struct Variant {
   int64_t activation_bits;
   bool int8_file;
   const char* int8_kernels;
+  bool conformal = false;  // the FP32 file with adaptive conformal offsets, forecast with them
 };
 constexpr Variant kVariants[] = {
     {"fp32", false, 8, false, "integer"},
@@ -65,6 +66,7 @@ constexpr Variant kVariants[] = {
     {"int8-dequantized", true, 8, true, "dequantized"},
     {"int8-integer", true, 8, true, "integer"},
     {"int8-integer-a7", true, 7, true, "integer"},
+    {"fp32-conformal", false, 8, false, "integer", true},
 };
 
 // Saves the model of `variant` for configuration `c` and returns its path. QAT observers are
@@ -79,6 +81,13 @@ std::filesystem::path save_model(const qtft::bench::TftConfig& c, const Variant&
   const auto path = dir / (std::string(c.name) + "-" + variant.name + ".safetensors");
   qtft::artifact::save_model_file(
       path, {options, dataset.schema(), dataset.options(), qtft::artifact::named_weights(*model), std::nullopt});
+  if (variant.conformal) {
+    // Offsets of every symbol (their values do not change the work).
+    qtft::artifact::ConformalCalibration offsets{"adaptive", 0.2, 0, {}, {}};
+    const auto width = static_cast<size_t>(options.horizon()) * options.quantiles().size();
+    for (const auto& symbol : dataset.schema().symbols) offsets.offsets[symbol] = std::vector<double>(width, 0.1);
+    qtft::artifact::save_conformal(path, offsets);
+  }
   if (!variant.int8_file) return path;
   const auto int8_path = dir / (std::string(c.name) + "-" + variant.name + ".int8.safetensors");
   qtft::artifact::export_int8_file(qtft::artifact::load_model_file(path), path.string(), int8_path);
@@ -108,8 +117,9 @@ std::vector<nlohmann::json> measure(const qtft::bench::TftConfig& c, const std::
     models.push_back(
         {variant,
          path,
-         qtft::infer::Forecaster::load(path, {qtft::DeviceChoice::Cpu, qtft::artifact::parse_int8_kernels(
-                                                                           variant->int8_kernels, "int8_kernels")}),
+         qtft::infer::Forecaster::load(
+             path, {qtft::DeviceChoice::Cpu, qtft::artifact::parse_int8_kernels(variant->int8_kernels, "int8_kernels"),
+                    qtft::Precision::Fp32, variant->conformal ? "adaptive" : ""}),
          {},
          0.0});
   }
@@ -224,7 +234,7 @@ int main(int argc, char** argv) {
   app.add_option("--top", top, "Operators listed per profile")->capture_default_str();
   std::vector<std::string> only_configs, only_models;
   app.add_option("--config", only_configs, "Only these configurations (small, paper); default all");
-  app.add_option("--model", only_models, "Only these models (fp32, qat, int8-dequantized, ...); default all");
+  app.add_option("--model", only_models, "Only these models (fp32, qat, int8-dequantized, ..., fp32-conformal); default all");
   std::string onnx_dir;
   app.add_option("--export-onnx", onnx_dir,
                  "Also write the FP32 and int8 models as ONNX graphs, and the timed series as their inputs, to this "
@@ -252,7 +262,7 @@ int main(int argc, char** argv) {
     // FP32 is always measured, first: the ratios need it.
     std::vector<const Variant*> variants;
     for (const Variant& v : kVariants) {
-      if (!v.qat || wanted(only_models, v.name)) variants.push_back(&v);
+      if (std::string(v.name) == "fp32" || wanted(only_models, v.name)) variants.push_back(&v);
     }
     auto rows = measure(c, variants, calls, profiled_calls, top, dir, onnx_dir);
     const double fp32_single = rows.front()["single_median_ms"].get<double>();

@@ -24,6 +24,7 @@ void add_export_onnx_command(CLI::App& app);
 void add_memory_report_command(CLI::App& app);
 void add_watch_command(CLI::App& app);
 void add_backtest_command(CLI::App& app);
+void add_tune_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 
 }  // namespace qtft::cli

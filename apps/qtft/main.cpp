@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   qtft::cli::add_diff_command(app);
   qtft::cli::add_watch_command(app);
   qtft::cli::add_backtest_command(app);
+  qtft::cli::add_tune_command(app);
   qtft::cli::add_report_command(app);
   try {
     app.parse(argc, argv);

@@ -298,10 +298,25 @@ void validate_model_file(const ModelFile& file, const std::string& source) {
 }
 
 void save_conformal(const std::filesystem::path& path, const ConformalCalibration& conformal) {
-  auto file = load_model_file(path);
-  file.conformal = conformal;
-  validate_model_file(file, path.string());
+  // Read once, as bytes: the offsets are checked against the file's configuration and
+  // symbols, and nothing else in it changes (a backtest saves them after every fold).
+  const std::string source = path.string();
   auto raw = io::load_tensor_file(path);
+  const std::string format = metadata(raw, "qtft.format", source);
+  if (format != kFormat && format != kInt8Format) throw Error(source + ": not a qtft model file ('" + format + "')");
+  const ModelFile file = [&] {
+    try {
+      return ModelFile{model::tft_options_from_json(parse_metadata(raw, "qtft.config", source)),
+                       data::input_schema_from_json(parse_metadata(raw, "qtft.features", source)),
+                       data::DatasetOptions{},
+                       {},
+                       std::nullopt};
+    } catch (const Error& e) {
+      if (std::string(e.what()).rfind(source, 0) == 0) throw;
+      throw Error(source + ": " + e.what());
+    }
+  }();
+  check_conformal(conformal, file, [&](const std::string& what) { throw Error(source + ": " + what); });
   raw.metadata["qtft.conformal"] = to_json(conformal).dump();
   io::save_tensor_file(path, raw);
 }

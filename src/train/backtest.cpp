@@ -378,16 +378,21 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     eval::ForecastRows rows(dataset, static_cast<int32_t>(k), loaded.model->options().quantiles());
     data::BacktestForecastWriter part(part_path(o.output, k).string(), rows.rows().quantiles);
     eval::ExplanationAccumulator explanation(dataset.schema(), dataset.options());
-    const auto evaluation = eval::evaluate_windows_for_desk(loaded.model, dataset, data::Split::All, windows,
-                                                            o.forecast_batch_size, loaded.device, o.cost_bps,
-                                                            [&](const data::Batch& batch, const model::TftOutput& out) {
-                                                              if (conformal) conformal->add(dataset, batch, out);
-                                                              rows.add(batch, out);
-                                                              explanation.add(out);
-                                                              if (rows.rows().rows() >= kRowsPerPartWrite) {
-                                                                part.write(rows.take());
-                                                              }
-                                                            });
+    double conformal_seconds = 0.0;  // what the adaptive offsets cost the fold: their walk and their save
+    const auto evaluation = eval::evaluate_windows_for_desk(
+        loaded.model, dataset, data::Split::All, windows, o.forecast_batch_size, loaded.device, o.cost_bps,
+        [&](const data::Batch& batch, const model::TftOutput& out) {
+          if (conformal) {
+            const auto start = std::chrono::steady_clock::now();
+            conformal->add(dataset, batch, out);
+            conformal_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          }
+          rows.add(batch, out);
+          explanation.add(out);
+          if (rows.rows().rows() >= kRowsPerPartWrite) {
+            part.write(rows.take());
+          }
+        });
     part.write(rows.take());
     part.commit();
     const auto now = std::chrono::steady_clock::now();
@@ -424,7 +429,10 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
       conformal->restart_tallies();
       state.document["conformal_state"] = conformal->to_json();
       // The model that forecast the fold carries the offsets it leaves, for forecasts after it.
+      const auto start = std::chrono::steady_clock::now();
       artifact::save_conformal(scored_model, conformal->calibration());
+      conformal_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      record["conformal"]["seconds"] = conformal_seconds;
     }
     state.document["folds"].push_back(std::move(record));
     state.document["summary"] = to_json(summarize_folds(state.document["folds"]));

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "qtft/data/bars/bars.h"
 #include "qtft/io/tensor_file.h"
 #include "support/bar_files.h"
 #include "support/cli_runner.h"
@@ -103,6 +104,62 @@ TEST(ConformalCli, TrainSavesSplitOffsetsAndForecastIssuesWithThemOrRefusesAFile
   EXPECT_THAT(run.err, HasSubstr(bad + ": qtft.conformal.offsets[\"*\"] holds 2 offsets; the model's horizon 3 x 3 "
                                        "quantiles need 9"));
   EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+}
+
+TEST(ConformalCli, AWalksOffsetsGoOnInWatchWhichSavesThemAndPredictIssuesWithThem) {
+  test::TempDir dir;
+  // The walk's bars, and the same series 100 bars further on.
+  const std::string walked = dir.file("walked.csv"), later = dir.file("later.csv");
+  data::write_bars_csv(test::regular_bar_set(600, 2), walked);
+  data::write_bars_csv(test::regular_bar_set(700, 2), later);
+  auto run = run_qtft(dir, "backtest --csv-file " + walked +
+                               " --initial-train-bars 300 --step 100 --encoder-length 12 --horizon 3 --hidden-size 8 "
+                               "--attention-heads 2 --epochs 1 --max-batches-per-epoch 2 --conformal adaptive "
+                               "--output " +
+                               dir.file("walk"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("adaptive conformal: interval coverage"));
+  const std::string model = dir.file("walk") + "/models/fold-002.safetensors";
+  const auto through = [&] {
+    const auto file = io::load_tensor_file(model);
+    return nlohmann::json::parse(file.metadata.at("qtft.conformal")).at("through_ns");
+  };
+  const auto walked_through = through();
+  ASSERT_EQ(walked_through.size(), 2u);
+
+  // watch scores the newer half of the later bars: only the windows after the walk's last
+  // outcome move the offsets, which it saves back.
+  const std::string watch =
+      "watch --load-model " + model + " --csv-file " + later + " --conformal adaptive --json " + dir.file("watch.json");
+  run = run_qtft(dir, watch);
+  EXPECT_THAT(run.exit_code, ::testing::AnyOf(0, 3, 4)) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("adaptive conformal over "));
+  EXPECT_THAT(run.out, HasSubstr("Saved the adaptive conformal offsets in " + model));
+  const auto report = nlohmann::json::parse(test::read_text(dir.file("watch.json")));
+  // The walk's last outcome was bar 597 of each series (the first step of its last window,
+  // made at bar 596): the windows made at bars 597..696 of the later file are new, 100 per
+  // series, steps 1..3 each.
+  EXPECT_EQ(report.at("conformal").at("raw").at("outcomes"), 2 * 100 * 3);
+  const auto watched_through = through();
+  for (const auto& [symbol, bar] : watched_through.items()) {
+    EXPECT_GT(bar.get<int64_t>(), walked_through.at(symbol).get<int64_t>()) << symbol;
+  }
+  // The same bars again: nothing new to learn from, nothing saved.
+  run = run_qtft(dir, watch);
+  EXPECT_THAT(run.out, HasSubstr("adaptive conformal: no bar after those its offsets learned from"));
+  EXPECT_THAT(run.out, ::testing::Not(HasSubstr("Saved the adaptive")));
+
+  run = run_qtft(dir, "predict --load-model " + model + " --csv-file " + later +
+                          " --split all --conformal adaptive "
+                          "--output " +
+                          dir.file("p.csv") + " --metrics-json " + dir.file("p.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("The rows carry adaptive conformal offsets: interval coverage"));
+  EXPECT_EQ(nlohmann::json::parse(test::read_text(dir.file("p.json"))).at("conformal").at("method"), "adaptive");
+  run = run_qtft(dir, "predict --load-model " + model + " --csv-file " + later + " --conformal split --output " +
+                          dir.file("q.csv"));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr(model + ": qtft.conformal.method is adaptive, not split"));
 }
 
 TEST(ConformalCli, AnUnknownMethodIsAUsageError) {

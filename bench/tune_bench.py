@@ -1,0 +1,91 @@
+"""`qtft tune` measured on the embedded data: the README demo's defaults against the best of
+16 trials by successive halving and the best of 16 random trials on the same budget.
+
+    python3 bench/tune_bench.py [--qtft build/qtft] [--work DIR] [--json out.json]
+                                [--trials 16] [--eta 3] [--space bench/tune_space.json] [--threads 2]
+
+Three runs, one after the other, each timed on the wall clock:
+  defaults: `qtft train --epochs 3 --hidden-size 32` (scripts/train.sh's demo), its best
+            validation loss;
+  halving:  `qtft tune --tune-file SPACE --trials 16 --epochs 3`: 16 trials on 1/9 of the
+            demo's budget (a third of an epoch), the best 5 on 1/3, the best on all 3 epochs;
+  random:   `qtft tune --method random` with the same trials, each on the budget halving
+            spent divided among them.
+Every trial trains the embedded data with the demo's options bar the ones the space draws.
+The JSON records every trial run from the journals, the command and the CPU. Run on an
+otherwise idle machine.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import time
+
+from bench_record import command_line, cpu_name, finish
+
+
+def timed(command):
+    print("$ " + " ".join(command), flush=True)
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def search(args, method):
+    output = os.path.join(args.work, method)
+    shutil.rmtree(output, ignore_errors=True)
+    wall = timed([args.qtft, "tune", "--tune-file", args.space, "--trials", str(args.trials), "--eta", str(args.eta),
+                  "--method", method, "--epochs", "3", "--threads", str(args.threads), "--output", output])
+    with open(os.path.join(output, "journal.json")) as f:
+        runs = json.load(f)["runs"]
+    last_rung = max(r["rung"] for r in runs)
+    finalists = [r for r in runs if r["rung"] == last_rung and r["val_loss"] is not None]
+    best = min(finalists, key=lambda r: r["val_loss"])
+    return {"wall_seconds": wall, "runs": runs, "best": best,
+            "training_seconds": sum(r["seconds"] for r in runs),
+            "budgets_spent": sum(r["budget"] for r in runs)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--qtft", default="build/qtft")
+    parser.add_argument("--work", default="build/tune-bench")
+    parser.add_argument("--json")
+    parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--eta", type=int, default=3)
+    parser.add_argument("--space", default="bench/tune_space.json")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+
+    metrics = os.path.join(args.work, "defaults.json")
+    defaults_wall = timed([args.qtft, "train", "--epochs", "3", "--hidden-size", "32", "--threads", str(args.threads),
+                           "--metrics-json", metrics])
+    with open(metrics) as f:
+        defaults_loss = json.load(f)["val_loss"]
+    halving = search(args, "halving")
+    random = search(args, "random")
+    h, r = halving["best"]["val_loss"], random["best"]["val_loss"]
+    result = {
+        "cpu": cpu_name(), "cores": os.cpu_count(), "command": command_line("tune_bench.py"),
+        "trials": args.trials, "eta": args.eta, "space": json.load(open(args.space)),
+        "defaults": {"val_loss": defaults_loss, "wall_seconds": defaults_wall},
+        "halving": halving, "random": random,
+        "halving_below_defaults": 1 - h / defaults_loss,
+        "halving_below_random": 1 - h / r,
+        # In the demo's budgets (one budget: 3 epochs of the embedded data).
+        "halving_budget_share_of_16_full": halving["budgets_spent"] / args.trials,
+    }
+    print(f"defaults: validation loss {defaults_loss:.5f} ({defaults_wall:.0f} s)")
+    print(f"halving:  best {h:.5f} (trial {halving['best']['trial']}, {halving['best']['options']}), "
+          f"{100 * result['halving_below_defaults']:.1f}% below the defaults; {halving['wall_seconds']:.0f} s, "
+          f"{halving['budgets_spent']:.2f} budgets")
+    print(f"random:   best {r:.5f} (trial {random['best']['trial']}); halving {100 * result['halving_below_random']:.1f}% "
+          f"below it; {random['wall_seconds']:.0f} s, {random['budgets_spent']:.2f} budgets")
+    finish(result, args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,291 @@
+// The search itself: trials drawn from the tune file, trained rung by rung on growing
+// budgets (or all on one budget, at random), each recorded in the journal as it finishes so
+// that a stopped search goes on where it stood.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "qtft/common/error.h"
+#include "qtft/common/format.h"
+#include "qtft/data/bars/bars.h"
+#include "qtft/data/features/detail/input_schema_json.h"
+#include "qtft/io/atomic_file.h"
+#include "qtft/train/calibration.h"
+#include "qtft/train/run_training.h"
+#include "qtft/train/tune.h"
+
+namespace qtft::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path trial_model(const fs::path& dir, int64_t trial) {
+  char name[64];
+  std::snprintf(name, sizeof name, "trial-%03lld.safetensors", static_cast<long long>(trial));
+  return dir / "trials" / name;
+}
+
+nlohmann::json to_json(const TuneRange& range) {
+  if (!range.choices.empty()) return range.choices;
+  return {{"min", range.min}, {"max", range.max}, {"log", range.log}};
+}
+
+nlohmann::json to_json(const TrialRun& run) {
+  return {{"trial", run.trial},
+          {"rung", run.rung},
+          {"options", run.options},
+          {"budget", run.budget},
+          {"epochs", run.epochs},
+          {"max_batches_per_epoch", run.max_batches_per_epoch},
+          {"val_loss", std::isfinite(run.val_loss) ? nlohmann::json(run.val_loss) : nlohmann::json(nullptr)},
+          {"seconds", run.seconds}};
+}
+
+TrialRun trial_run_from_json(const nlohmann::json& j) {
+  TrialRun run;
+  run.trial = j.at("trial").get<int64_t>();
+  run.rung = j.at("rung").get<int64_t>();
+  run.options = j.at("options");
+  run.budget = j.at("budget").get<double>();
+  run.epochs = j.at("epochs").get<int64_t>();
+  run.max_batches_per_epoch = j.at("max_batches_per_epoch").get<int64_t>();
+  run.val_loss = j.at("val_loss").is_null() ? NAN : j.at("val_loss").get<double>();
+  run.seconds = j.at("seconds").get<double>();
+  return run;
+}
+
+// What decides the search's results: a journal goes on only under the same.
+nlohmann::json tune_identity(const TuneOptions& o) {
+  nlohmann::json space = nlohmann::json::object();
+  for (const auto& [name, range] : o.space.ranges) space[name] = to_json(range);
+  auto training = to_json(o.base.train);
+  training.erase("checkpoint_policy");  // memory and time only
+  training.erase("memory_budget_bytes");
+  training.erase("eval_batch_size");
+  const auto& a = o.base.architecture;
+  return {{"space", space},
+          {"trials", o.trials},
+          {"eta", o.eta},
+          {"method", o.method == TuneMethod::Halving ? "halving" : "random"},
+          {"random_budget", o.random_budget},
+          {"seed", o.seed},
+          {"source", data::describe_source(o.source)},
+          {"windows", data::to_json(o.base.dataset)},
+          {"architecture",
+           {{"hidden_size", a.hidden_size},
+            {"variable_hidden_size", a.variable_hidden_size},
+            {"attention_heads", a.attention_heads},
+            {"lstm_layers", a.lstm_layers},
+            {"dropout", a.dropout},
+            {"quantiles", a.quantiles}}},
+          {"training", training},
+          {"use_qat", o.base.qat.use_qat}};
+}
+
+// The windows a trial trains on per epoch, in batches, from the bars' counts: what a
+// fraction of an epoch is (each series gives its bars less the window's length, plus one,
+// windows; the training split takes what validation and test leave).
+int64_t batches_per_epoch(const std::vector<int64_t>& series_bars, const TrainingSetup& setup) {
+  const auto& d = setup.dataset;
+  double windows = 0;
+  for (int64_t n : series_bars)
+    windows += static_cast<double>(std::max<int64_t>(0, n - d.encoder_length - d.horizon + 1));
+  windows *= std::max(0.0, 1.0 - d.validation_fraction - d.test_fraction);
+  auto batches = static_cast<int64_t>(std::ceil(windows / static_cast<double>(setup.train.batch_size)));
+  if (setup.train.max_batches_per_epoch > 0) batches = std::min(batches, setup.train.max_batches_per_epoch);
+  return std::max<int64_t>(1, batches);
+}
+
+class Journal {
+ public:
+  Journal(const TuneOptions& o, nlohmann::json identity) : path_(o.output / "journal.json") {
+    std::error_code ec;
+    if (!fs::exists(path_, ec)) {
+      document_ = {{"format", kTuneFormat},
+                   {"tune_file", o.tune_file.string()},
+                   {"identity", std::move(identity)},
+                   {"runs", nlohmann::json::array()}};
+      return;
+    }
+    std::ifstream in(path_);
+    try {
+      document_ = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(path_.string() + ": not readable JSON (" + e.what() + ")");
+    }
+    if (!document_.is_object() || document_.value("format", "") != kTuneFormat) {
+      throw Error(path_.string() + ": not a qtft tune journal (format " + kTuneFormat + ")");
+    }
+    const auto& recorded = document_.at("identity");
+    const std::string started_from = document_.value("tune_file", "?");
+    if (recorded.at("space") != identity.at("space")) {
+      throw UsageError(o.tune_file.string() + " ranges over " + identity.at("space").dump() + ", but the search in " +
+                       path_.string() + " was started from " + started_from + " ranging over " +
+                       recorded.at("space").dump() +
+                       ": go on with the file it was started with, or search in another folder");
+    }
+    for (const auto& [key, value] : identity.items()) {
+      if (recorded.value(key, nlohmann::json(nullptr)) != value) {
+        throw UsageError("--output " + o.output.string() + " holds a search with other options (" + key + ": " +
+                         recorded.value(key, nlohmann::json(nullptr)).dump() + " there, " + value.dump() +
+                         " here): go on with the options it was started with, or search in another folder");
+      }
+    }
+    for (const auto& run : document_.at("runs")) runs_.push_back(trial_run_from_json(run));
+  }
+
+  const std::vector<TrialRun>& runs() const { return runs_; }
+  const TrialRun* find(int64_t trial, int64_t rung) const {
+    for (const auto& r : runs_) {
+      if (r.trial == trial && r.rung == rung) return &r;
+    }
+    return nullptr;
+  }
+  void add(const TrialRun& run) {
+    runs_.push_back(run);
+    document_["runs"].push_back(to_json(run));
+    write();
+  }
+  void write() const { io::write_file_atomically(path_, document_.dump(2) + "\n"); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+  nlohmann::json document_;
+  std::vector<TrialRun> runs_;
+};
+
+bool better(const TrialRun& a, const TrialRun& b) {
+  // A trial that failed (NaN) loses to any that trained; ties go to the earlier trial.
+  if (std::isnan(a.val_loss) != std::isnan(b.val_loss)) return std::isnan(b.val_loss);
+  if (a.val_loss != b.val_loss) return a.val_loss < b.val_loss;
+  return a.trial < b.trial;
+}
+
+}  // namespace
+
+TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
+  const TuneOptions& o = options;
+  if (o.output.empty()) throw UsageError("--output DIR: where the search writes its journal is required");
+  if (o.space.ranges.empty()) throw UsageError(o.tune_file.string() + ": ranges over no option");
+  if (o.random_budget < 0 || o.random_budget > 1) {
+    throw UsageError("--random-budget " + format_number(o.random_budget) + ": must lie in [0, 1]");
+  }
+  check_training_setup(o.base);
+  const auto rungs = halving_rungs(o.trials, o.eta);
+  // The bars are counted once: each trial's fraction of an epoch is a share of its batches.
+  std::vector<int64_t> series_bars;
+  {
+    auto source = o.source;
+    source.in_memory = true;
+    for (const auto& s : data::load_bars(source).series) series_bars.push_back(static_cast<int64_t>(s.size()));
+  }
+  events.planned(rungs, batches_per_epoch(series_bars, o.base));
+
+  fs::create_directories(o.output / "trials");
+  io::OutputLock lock(o.output / "journal.json");  // one search at a time in a folder
+  Journal journal(o, tune_identity(o));
+  journal.write();
+  TuneOutcome outcome;
+  outcome.journal = journal.path();
+  if (!journal.runs().empty()) events.resumed(static_cast<int64_t>(journal.runs().size()));
+  const auto stop = [&] { return o.base.stop_requested && o.base.stop_requested(); };
+
+  // Trains `trial` at `rung` on `budget` of the full one (or takes its journal entry).
+  const auto run_trial = [&](int64_t trial, int64_t rung, double budget) -> std::optional<TrialRun> {
+    if (const TrialRun* done = journal.find(trial, rung)) return *done;
+    if (stop()) return std::nullopt;
+    TrialRun run;
+    run.trial = trial;
+    run.rung = rung;
+    run.options = draw_trial(o.space, o.seed, trial);
+    run.budget = budget;
+    run.val_loss = NAN;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      TrainingRequest request;
+      request.source = o.source;
+      request.setup = apply_trial(o.base, run.options);
+      const double epochs = budget * static_cast<double>(o.base.train.epochs);
+      if (epochs >= 1.0) {
+        request.setup.train.epochs = std::llround(epochs);
+      } else {
+        request.setup.train.epochs = 1;
+        request.setup.train.max_batches_per_epoch = std::max<int64_t>(
+            1, std::llround(epochs * static_cast<double>(batches_per_epoch(series_bars, request.setup))));
+      }
+      run.epochs = request.setup.train.epochs;
+      run.max_batches_per_epoch = request.setup.train.max_batches_per_epoch;
+      request.save_model = trial_model(o.output, trial);
+      events.trial_started(run);
+      const auto trained = run_training(request, events.training_events(), events.training_progress());
+      if (trained.result.interrupted) return std::nullopt;
+      run.val_loss = trained.result.best_val.loss;
+    } catch (const Interrupted&) {
+      return std::nullopt;
+    } catch (const UsageError& e) {
+      // Options no model can take (a hidden size the heads do not divide): the trial fails
+      // and is never promoted; the search goes on.
+      std::fprintf(stderr, "qtft tune: trial %lld: %s\n", static_cast<long long>(trial), e.what());
+    }
+    run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    journal.add(run);
+    events.trial_finished(run);
+    return run;
+  };
+
+  std::vector<TrialRun> finalists;
+  if (o.method == TuneMethod::Halving) {
+    std::vector<int64_t> survivors(static_cast<size_t>(o.trials));
+    for (int64_t t = 0; t < o.trials; ++t) survivors[static_cast<size_t>(t)] = t;
+    for (size_t r = 0; r < rungs.size() && !outcome.interrupted; ++r) {
+      std::vector<TrialRun> ran;
+      for (int64_t trial : survivors) {
+        auto run = run_trial(trial, static_cast<int64_t>(r), rungs[r].budget);
+        if (!run) {
+          outcome.interrupted = true;
+          break;
+        }
+        ran.push_back(*run);
+      }
+      if (outcome.interrupted) break;
+      std::sort(ran.begin(), ran.end(), better);
+      if (r + 1 == rungs.size()) {
+        finalists = ran;
+        break;
+      }
+      survivors.clear();
+      for (size_t k = 0; k < ran.size() && static_cast<int64_t>(k) < rungs[r + 1].trials; ++k) {
+        survivors.push_back(ran[k].trial);
+      }
+    }
+  } else {
+    // The budget halving spends over all its trials, shared equally, unless given.
+    double spent = 0;
+    for (const auto& rung : rungs) spent += static_cast<double>(rung.trials) * rung.budget;
+    const double budget = o.random_budget > 0 ? o.random_budget : spent / static_cast<double>(o.trials);
+    for (int64_t t = 0; t < o.trials; ++t) {
+      auto run = run_trial(t, 0, budget);
+      if (!run) {
+        outcome.interrupted = true;
+        break;
+      }
+      finalists.push_back(*run);
+    }
+    std::sort(finalists.begin(), finalists.end(), better);
+  }
+  outcome.runs = journal.runs();
+  for (const auto& run : outcome.runs) outcome.seconds += run.seconds;
+  if (!outcome.interrupted && !finalists.empty() && std::isfinite(finalists.front().val_loss)) {
+    outcome.best = finalists.front();
+    outcome.best_model = o.output / "best.safetensors";
+    std::ifstream in(trial_model(o.output, outcome.best->trial), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    io::write_file_atomically(outcome.best_model, bytes);
+  }
+  return outcome;
+}
+
+}  // namespace qtft::train

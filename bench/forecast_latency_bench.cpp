@@ -234,7 +234,8 @@ int main(int argc, char** argv) {
   app.add_option("--top", top, "Operators listed per profile")->capture_default_str();
   std::vector<std::string> only_configs, only_models;
   app.add_option("--config", only_configs, "Only these configurations (small, paper); default all");
-  app.add_option("--model", only_models, "Only these models (fp32, qat, int8-dequantized, ..., fp32-conformal); default all");
+  app.add_option("--model", only_models,
+                 "Only these models (fp32, qat, int8-dequantized, ..., fp32-conformal); default all");
   std::string onnx_dir;
   app.add_option("--export-onnx", onnx_dir,
                  "Also write the FP32 and int8 models as ONNX graphs, and the timed series as their inputs, to this "

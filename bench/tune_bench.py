@@ -3,6 +3,7 @@
 
     python3 bench/tune_bench.py [--qtft build/qtft] [--work DIR] [--json out.json]
                                 [--trials 16] [--eta 3] [--space bench/tune_space.json] [--threads 2]
+                                [--epochs 3] [--max-batches-per-epoch N]
 
 Three runs, one after the other, each timed on the wall clock:
   defaults: `qtft train --epochs 3 --hidden-size 32` (scripts/train.sh's demo), its best
@@ -33,11 +34,19 @@ def timed(command):
     return time.perf_counter() - start
 
 
+def budget_flags(args):
+    """The full budget: the demo's 3 epochs unless told (a smaller one for a smoke run)."""
+    flags = ["--epochs", str(args.epochs)]
+    if args.max_batches_per_epoch:
+        flags += ["--max-batches-per-epoch", str(args.max_batches_per_epoch)]
+    return flags
+
+
 def search(args, method):
     output = os.path.join(args.work, method)
     shutil.rmtree(output, ignore_errors=True)
     wall = timed([args.qtft, "tune", "--tune-file", args.space, "--trials", str(args.trials), "--eta", str(args.eta),
-                  "--method", method, "--epochs", "3", "--threads", str(args.threads), "--output", output])
+                  "--method", method, *budget_flags(args), "--threads", str(args.threads), "--output", output])
     with open(os.path.join(output, "journal.json")) as f:
         runs = json.load(f)["runs"]
     last_rung = max(r["rung"] for r in runs)
@@ -55,14 +64,16 @@ def main():
     parser.add_argument("--json")
     parser.add_argument("--trials", type=int, default=16)
     parser.add_argument("--eta", type=int, default=3)
-    parser.add_argument("--space", default="bench/tune_space.json")
+    parser.add_argument("--space", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "tune_space.json"))
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--max-batches-per-epoch", type=int, default=0)
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
 
     metrics = os.path.join(args.work, "defaults.json")
-    defaults_wall = timed([args.qtft, "train", "--epochs", "3", "--hidden-size", "32", "--threads", str(args.threads),
-                           "--metrics-json", metrics])
+    defaults_wall = timed([args.qtft, "train", *budget_flags(args), "--hidden-size", "32", "--threads",
+                           str(args.threads), "--metrics-json", metrics])
     with open(metrics) as f:
         defaults_loss = json.load(f)["val_loss"]
     halving = search(args, "halving")
@@ -70,13 +81,14 @@ def main():
     h, r = halving["best"]["val_loss"], random["best"]["val_loss"]
     result = {
         "cpu": cpu_name(), "cores": os.cpu_count(), "command": command_line("tune_bench.py"),
-        "trials": args.trials, "eta": args.eta, "space": json.load(open(args.space)),
+        "trials": args.trials, "eta": args.eta, "epochs": args.epochs,
+        "max_batches_per_epoch": args.max_batches_per_epoch, "space": json.load(open(args.space)),
         "defaults": {"val_loss": defaults_loss, "wall_seconds": defaults_wall},
         "halving": halving, "random": random,
         "halving_below_defaults": 1 - h / defaults_loss,
         "halving_below_random": 1 - h / r,
         # In the demo's budgets (one budget: 3 epochs of the embedded data).
-        "halving_budget_share_of_16_full": halving["budgets_spent"] / args.trials,
+        "halving_budget_share_of_full_trials": halving["budgets_spent"] / args.trials,
     }
     print(f"defaults: validation loss {defaults_loss:.5f} ({defaults_wall:.0f} s)")
     print(f"halving:  best {h:.5f} (trial {halving['best']['trial']}, {halving['best']['options']}), "

@@ -86,7 +86,8 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--random-budget", flags->random_budget,
                   "random: each trial's share of the full budget (0: what halving would spend per trial)")
       ->capture_default_str();
-  cmd->add_option("--tune-seed", flags->seed, "The random stream the trials' options are drawn from")->capture_default_str();
+  cmd->add_option("--tune-seed", flags->seed, "The random stream the trials' options are drawn from")
+      ->capture_default_str();
   cmd->add_option("--output", flags->output,
                   "The folder for journal.json, trials/ and best.safetensors; a search "
                   "there goes on")

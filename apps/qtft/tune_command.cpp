@@ -18,7 +18,7 @@ namespace {
 
 struct TuneFlags {
   TrainFlags train;  // the data, model, QAT and training flags of `qtft train`: what no trial changes
-  std::string tune_file, output, method = "halving";
+  std::string tune_file, output, method = "halving", objective = "loss";
   int64_t trials = 16, eta = 3;
   double random_budget = 0.0;
   uint64_t seed = 1;
@@ -46,10 +46,13 @@ class TrialPrinter : public train::TuneEvents {
     std::printf("Resuming: %lld trial runs are in the journal\n", static_cast<long long>(runs));
   }
   void trial_finished(const train::TrialRun& run) override {
+    std::string scored = std::isfinite(run.val_loss) ? std::to_string(run.val_loss) : "failed";
+    if (std::isfinite(run.val_loss) && run.objective != run.val_loss) {
+      scored += ", IC " + std::to_string(run.ic) + ", coverage " + std::to_string(run.coverage);
+    }
     std::printf("trial %3lld rung %lld (%s): validation loss %s  %s  (%.1f s)\n", static_cast<long long>(run.trial),
-                static_cast<long long>(run.rung), budget_of(run).c_str(),
-                std::isfinite(run.val_loss) ? std::to_string(run.val_loss).c_str() : "failed",
-                run.options.dump().c_str(), run.seconds);
+                static_cast<long long>(run.rung), budget_of(run).c_str(), scored.c_str(), run.options.dump().c_str(),
+                run.seconds);
     std::fflush(stdout);
   }
 };
@@ -83,6 +86,11 @@ void add_tune_command(CLI::App& app) {
                   "halving, or random: every trial on one budget (the one halving spends, shared; the baseline)")
       ->check(CLI::IsMember({"halving", "random"}))
       ->capture_default_str();
+  cmd->add_option("--objective", flags->objective,
+                  "What ranks the trials on the validation split: loss, ic (the median's, first step) or coverage "
+                  "(the central interval's distance from its nominal level)")
+      ->check(CLI::IsMember({"loss", "ic", "coverage"}))
+      ->capture_default_str();
   cmd->add_option("--random-budget", flags->random_budget,
                   "random: each trial's share of the full budget (0: what halving would spend per trial)")
       ->capture_default_str();
@@ -106,6 +114,7 @@ void add_tune_command(CLI::App& app) {
     o.trials = f.trials;
     o.eta = f.eta;
     o.method = train::parse_tune_method(f.method);
+    o.objective = train::parse_tune_objective(f.objective);
     o.random_budget = f.random_budget;
     o.seed = f.seed;
     o.output = f.output;

@@ -7,10 +7,13 @@
 #include <cstdio>
 #include <fstream>
 
+#include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/bars/bars.h"
 #include "qtft/data/features/detail/input_schema_json.h"
+#include "qtft/data/store/feature_store.h"
+#include "qtft/eval/evaluate.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/train/calibration.h"
 #include "qtft/train/run_training.h"
@@ -40,6 +43,9 @@ nlohmann::json to_json(const TrialRun& run) {
           {"epochs", run.epochs},
           {"max_batches_per_epoch", run.max_batches_per_epoch},
           {"val_loss", std::isfinite(run.val_loss) ? nlohmann::json(run.val_loss) : nlohmann::json(nullptr)},
+          {"objective", std::isfinite(run.objective) ? nlohmann::json(run.objective) : nlohmann::json(nullptr)},
+          {"ic", run.ic},
+          {"coverage", run.coverage},
           {"seconds", run.seconds}};
 }
 
@@ -52,6 +58,9 @@ TrialRun trial_run_from_json(const nlohmann::json& j) {
   run.epochs = j.at("epochs").get<int64_t>();
   run.max_batches_per_epoch = j.at("max_batches_per_epoch").get<int64_t>();
   run.val_loss = j.at("val_loss").is_null() ? NAN : j.at("val_loss").get<double>();
+  run.objective = j.at("objective").is_null() ? NAN : j.at("objective").get<double>();
+  run.ic = j.value("ic", 0.0);
+  run.coverage = j.value("coverage", 0.0);
   run.seconds = j.at("seconds").get<double>();
   return run;
 }
@@ -69,6 +78,7 @@ nlohmann::json tune_identity(const TuneOptions& o) {
           {"trials", o.trials},
           {"eta", o.eta},
           {"method", o.method == TuneMethod::Halving ? "halving" : "random"},
+          {"objective", tune_objective_name(o.objective)},
           {"random_budget", o.random_budget},
           {"seed", o.seed},
           {"source", data::describe_source(o.source)},
@@ -159,9 +169,25 @@ class Journal {
 
 bool better(const TrialRun& a, const TrialRun& b) {
   // A trial that failed (NaN) loses to any that trained; ties go to the earlier trial.
-  if (std::isnan(a.val_loss) != std::isnan(b.val_loss)) return std::isnan(b.val_loss);
-  if (a.val_loss != b.val_loss) return a.val_loss < b.val_loss;
+  if (std::isnan(a.objective) != std::isnan(b.objective)) return std::isnan(b.objective);
+  if (a.objective != b.objective) return a.objective < b.objective;
   return a.trial < b.trial;
+}
+
+// The trained model at `path` on its validation split, as a desk reads it: the objective's
+// IC or coverage into `run`.
+void score_on_validation(const fs::path& path, const data::BarSource& source, TuneObjective objective,
+                         const TrainingSetup& setup, TrialRun& run) {
+  auto loaded = artifact::load_model(path, setup.device);
+  loaded.model->eval();
+  const auto bars = data::load_bars(data::with_model_inputs(source, loaded.file.features));
+  const auto dataset = data::Dataset::build(bars, loaded.file.dataset, loaded.file.features);
+  const auto desk = eval::evaluate_for_desk(loaded.model, dataset, data::Split::Validation, setup.train.eval_batch_size,
+                                            loaded.device, 0.0)
+                        .desk;
+  run.ic = desk.ic_pooled.empty() ? NAN : desk.ic_pooled.front().ic;
+  run.coverage = desk.interval_coverage;
+  run.objective = objective == TuneObjective::Ic ? -run.ic : std::abs(desk.interval_coverage - desk.interval_nominal);
 }
 
 }  // namespace
@@ -203,6 +229,7 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
     run.options = draw_trial(o.space, o.seed, trial);
     run.budget = budget;
     run.val_loss = NAN;
+    run.objective = NAN;
     const auto start = std::chrono::steady_clock::now();
     try {
       TrainingRequest request;
@@ -223,6 +250,10 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
       const auto trained = run_training(request, events.training_events(), events.training_progress());
       if (trained.result.interrupted) return std::nullopt;
       run.val_loss = trained.result.best_val.loss;
+      run.objective = run.val_loss;
+      if (o.objective != TuneObjective::Loss) {
+        score_on_validation(request.save_model, o.source, o.objective, request.setup, run);
+      }
     } catch (const Interrupted&) {
       return std::nullopt;
     } catch (const UsageError& e) {
@@ -278,7 +309,7 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
   }
   outcome.runs = journal.runs();
   for (const auto& run : outcome.runs) outcome.seconds += run.seconds;
-  if (!outcome.interrupted && !finalists.empty() && std::isfinite(finalists.front().val_loss)) {
+  if (!outcome.interrupted && !finalists.empty() && std::isfinite(finalists.front().objective)) {
     outcome.best = finalists.front();
     outcome.best_model = o.output / "best.safetensors";
     std::ifstream in(trial_model(o.output, outcome.best->trial), std::ios::binary);

@@ -206,4 +206,15 @@ TuneMethod parse_tune_method(const std::string& name) {
   throw UsageError("--method " + name + ": use halving or random");
 }
 
+TuneObjective parse_tune_objective(const std::string& name) {
+  if (name == "loss") return TuneObjective::Loss;
+  if (name == "ic") return TuneObjective::Ic;
+  if (name == "coverage") return TuneObjective::Coverage;
+  throw UsageError("--objective " + name + ": use loss, ic or coverage");
+}
+
+const char* tune_objective_name(TuneObjective objective) {
+  return objective == TuneObjective::Loss ? "loss" : objective == TuneObjective::Ic ? "ic" : "coverage";
+}
+
 }  // namespace qtft::train

@@ -182,5 +182,29 @@ TEST_F(Tune, RandomTrialsShareHalvingsBudget) {
   for (const auto& run : outcome.runs) EXPECT_LE(outcome.best->val_loss, run.val_loss);
 }
 
+TEST_F(Tune, RanksByTheValidationSplitsICOrCoverageWhenAsked) {
+  TuneEvents quiet;
+  for (auto objective : {TuneObjective::Ic, TuneObjective::Coverage}) {
+    auto o = options(std::string("by-") + tune_objective_name(objective));
+    o.trials = 2;
+    o.objective = objective;
+    const auto outcome = run_tune(o, quiet);
+    ASSERT_EQ(outcome.runs.size(), 3u);
+    for (const auto& run : outcome.runs) {
+      ASSERT_TRUE(std::isfinite(run.objective));
+      if (objective == TuneObjective::Ic) {
+        EXPECT_EQ(run.objective, -run.ic);
+      } else {
+        EXPECT_DOUBLE_EQ(run.objective, std::abs(run.coverage - 0.8));
+      }
+    }
+    // Rung 1 runs the trial whose rung-0 objective was lower.
+    const auto& promoted = outcome.runs[0].objective <= outcome.runs[1].objective ? outcome.runs[0] : outcome.runs[1];
+    EXPECT_EQ(outcome.runs[2].trial, promoted.trial);
+  }
+  EXPECT_THAT(test::message_thrown([] { parse_tune_objective("sharpe"); }),
+              HasSubstr("--objective sharpe: use loss, ic or coverage"));
+}
+
 }  // namespace
 }  // namespace qtft::train

@@ -67,6 +67,13 @@ std::vector<Rung> halving_rungs(int64_t trials, int64_t eta);
 enum class TuneMethod { Halving, Random };
 TuneMethod parse_tune_method(const std::string& name);  // halving | random; else UsageError naming --method
 
+// What ranks the trials, on the validation split of each: its loss (the best epoch's), the
+// median's information coefficient at the first step (pooled; higher is better), or how far
+// the central interval's coverage lies from its nominal level.
+enum class TuneObjective { Loss, Ic, Coverage };
+TuneObjective parse_tune_objective(const std::string& name);  // loss | ic | coverage; else UsageError
+const char* tune_objective_name(TuneObjective objective);
+
 struct TuneOptions {
   data::BarSource source;
   TrainingSetup base;  // the options no trial changes; its train.epochs is the full budget
@@ -75,6 +82,7 @@ struct TuneOptions {
   int64_t trials = 16;
   int64_t eta = 3;
   TuneMethod method = TuneMethod::Halving;
+  TuneObjective objective = TuneObjective::Loss;
   // Random: every trial trains this fraction of the full budget (0: the budget halving
   // spends over all its trials, divided among them, so that both cost the same).
   double random_budget = 0.0;
@@ -88,6 +96,10 @@ struct TrialRun {
   double budget = 0.0;  // the fraction of the full budget it trained
   int64_t epochs = 0, max_batches_per_epoch = 0;
   double val_loss = 0.0;
+  // What ranked it, lower is better: the loss, minus the IC, or |coverage - nominal|. NaN
+  // for a trial that failed.
+  double objective = 0.0;
+  double ic = 0.0, coverage = 0.0;  // on the validation split, under --objective ic or coverage
   double seconds = 0.0;
 };
 

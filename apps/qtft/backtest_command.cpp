@@ -109,16 +109,7 @@ void add_backtest_command(CLI::App& app) {
   auto flags = std::make_shared<BacktestFlags>();
   auto* cmd = app.add_subcommand("backtest",
                                  "Walk forward: train to a date, forecast the next step out of sample, refit, repeat");
-  auto& t = flags->train;
-  add_bar_source_flags(*cmd, t.data);
-  add_input_flags(*cmd, t.data);
-  add_window_flags(*cmd, t.data);
-  add_model_flags(*cmd, t.model);
-  add_qat_flags(*cmd, t.qat);
-  add_checkpoint_flags(*cmd, t.checkpointing);
-  add_training_flags(*cmd, t.train, t.lr_schedule);
-  add_runtime_flags(*cmd, t.runtime);
-  add_precision_flag(*cmd, t.runtime);
+  add_training_setup_flags(*cmd, flags->train);
   cmd->add_option("--initial-train-until", flags->initial_train_until,
                   "The first fold trains on the bars through this UTC date or time (2024-01-02, 2024-01-02T08:30)");
   cmd->add_option("--initial-train-bars", flags->initial_train_bars,

@@ -12,7 +12,7 @@
 
 namespace qtft::cli {
 
-void add_train_flags(CLI::App& cmd, TrainFlags& f) {
+void add_training_setup_flags(CLI::App& cmd, TrainFlags& f) {
   add_bar_source_flags(cmd, f.data);
   add_input_flags(cmd, f.data);
   add_window_flags(cmd, f.data);
@@ -22,6 +22,10 @@ void add_train_flags(CLI::App& cmd, TrainFlags& f) {
   add_training_flags(cmd, f.train, f.lr_schedule);
   add_runtime_flags(cmd, f.runtime);
   add_precision_flag(cmd, f.runtime);
+}
+
+void add_train_flags(CLI::App& cmd, TrainFlags& f) {
+  add_training_setup_flags(cmd, f);
   cmd.add_option("--observer-update", f.observer_update,
                  "When live QAT observers take a batch in: immediate (in every forward), step (once, at the step's "
                  "end, with the step's extremes over all ranks in one collective) or auto (step across ranks, "

@@ -39,6 +39,10 @@ struct TrainFlags {
 
 // Adds the flags of `qtft train` to `cmd`.
 void add_train_flags(CLI::App& cmd, TrainFlags& flags);
+// The flags a run's training setup takes (data, inputs, windows, model, QAT, checkpointing,
+// training, runtime, precision): `train`'s without its file and run flags, for the commands
+// that train models of their own (backtest, tune).
+void add_training_setup_flags(CLI::App& cmd, TrainFlags& flags);
 
 // The checks a launcher can make before starting workers, so that a bad flag is reported
 // once, not by every worker; each worker makes them again.

@@ -63,16 +63,7 @@ void add_tune_command(CLI::App& app) {
   auto flags = std::make_shared<TuneFlags>();
   auto* cmd =
       app.add_subcommand("tune", "Search model and training options (ranges in a tune file) by successive halving");
-  auto& t = flags->train;
-  add_bar_source_flags(*cmd, t.data);
-  add_input_flags(*cmd, t.data);
-  add_window_flags(*cmd, t.data);
-  add_model_flags(*cmd, t.model);
-  add_qat_flags(*cmd, t.qat);
-  add_checkpoint_flags(*cmd, t.checkpointing);
-  add_training_flags(*cmd, t.train, t.lr_schedule);
-  add_runtime_flags(*cmd, t.runtime);
-  add_precision_flag(*cmd, t.runtime);
+  add_training_setup_flags(*cmd, flags->train);
   cmd->add_option("--tune-file", flags->tune_file,
                   "The ranges, as JSON: {\"hidden_size\": [16, 32, 64], \"learning_rate\": {\"min\": 1e-4, \"max\": "
                   "1e-2, \"log\": true}, ...}")

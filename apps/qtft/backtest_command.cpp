@@ -144,12 +144,9 @@ void add_backtest_command(CLI::App& app) {
   cmd->callback([flags, rate] {
     auto& f = *flags;
     install_interrupt_handler();
-    finish_train_flags(f.train);
     train::BacktestOptions o;
-    o.source = f.train.data.source;
-    o.setup = training_setup(f.train);
-    o.setup.device = f.train.runtime.resolve_device();
-    o.setup.stop_requested = interrupt_requested;
+    o.setup = interruptible_training_setup(f.train);
+    o.source = f.train.data.source;  // as the flags finished it
     if (!f.initial_train_until.empty())
       o.plan.initial_train_until_ns = parse_utc(f.initial_train_until, "--initial-train-until");
     o.plan.initial_train_bars = f.initial_train_bars;

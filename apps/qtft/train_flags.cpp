@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "interrupt.h"
 #include "qtft/artifact/model_file.h"
 #include "qtft/common/error.h"
 #include "qtft/io/atomic_file.h"
@@ -124,6 +125,14 @@ train::TrainingSetup training_setup(const TrainFlags& f) {
   setup.load_model = f.load_model;
   setup.resume = f.resume;
   setup.update = f.update;
+  return setup;
+}
+
+train::TrainingSetup interruptible_training_setup(TrainFlags& f) {
+  finish_train_flags(f);
+  auto setup = training_setup(f);
+  setup.device = f.runtime.resolve_device();
+  setup.stop_requested = interrupt_requested;
   return setup;
 }
 

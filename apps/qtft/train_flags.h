@@ -51,6 +51,9 @@ void finish_train_flags(TrainFlags& f);
 // The run the flags ask for; the device, the group and a checkpoint read already are the
 // caller's to add.
 train::TrainingSetup training_setup(const TrainFlags& f);
+// For a command that trains models of its own (backtest, tune): the flags finished, the setup
+// on the device they resolve to, stopped by Ctrl-C (install_interrupt_handler first).
+train::TrainingSetup interruptible_training_setup(TrainFlags& f);
 
 // What a checkpoint records of the command that made it (the library adds the ranks and
 // the save path), so that `qtft train --resume --load-model F` alone continues the run.

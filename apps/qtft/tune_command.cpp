@@ -94,12 +94,9 @@ void add_tune_command(CLI::App& app) {
   cmd->callback([flags] {
     auto& f = *flags;
     install_interrupt_handler();
-    finish_train_flags(f.train);
     train::TuneOptions o;
-    o.source = f.train.data.source;
-    o.base = training_setup(f.train);
-    o.base.device = f.train.runtime.resolve_device();
-    o.base.stop_requested = interrupt_requested;
+    o.base = interruptible_training_setup(f.train);
+    o.source = f.train.data.source;  // as the flags finished it
     o.tune_file = f.tune_file;
     o.space = train::read_tune_file(f.tune_file);
     o.trials = f.trials;

@@ -74,16 +74,8 @@ void add_watch_command(CLI::App& app) {
     if (!f.reference.empty()) reference = artifact::load_model(f.reference, device);
     const auto bars = data::load_bars(data::with_model_inputs(f.data.source, model.file.features));
     f.drift.adaptive_conformal = f.conformal == "adaptive";
-    const auto report = [&] {
-      try {
-        return eval::watch_drift(model, bars, f.drift, reference ? &*reference : nullptr, f.reference);
-      } catch (const UsageError&) {
-        throw;
-      } catch (const Error& e) {
-        if (std::string(e.what()).rfind("the model ", 0) == 0) throw Error(f.load_model + ": " + e.what());
-        throw;
-      }
-    }();
+    if (f.drift.adaptive_conformal) artifact::require_conformal(model.file, f.conformal, f.load_model);
+    const auto report = eval::watch_drift(model, bars, f.drift, reference ? &*reference : nullptr, f.reference);
     std::printf("%s on %s (the newer half of each series' bars):\n%s", f.load_model.c_str(),
                 data::describe_source(f.data.source).c_str(), eval::format_drift_report(report).c_str());
     if (!f.json.empty()) io::write_file_atomically(f.json, eval::to_json(report).dump(2) + "\n");

@@ -194,6 +194,18 @@ int64_t AdaptiveConformal::last_outcome(int64_t id) const {
   return it != series_.end() ? it->second.last_outcome_bar : std::numeric_limits<int64_t>::min();
 }
 
+void AdaptiveConformal::resume_series(int64_t id, std::vector<double> offsets, int64_t last_outcome) {
+  const size_t width = static_cast<size_t>(horizon_) * levels_.size();
+  if (offsets.size() != width) {
+    throw Error("adaptive conformal: series " + std::to_string(id) + ": offsets of " + std::to_string(offsets.size()) +
+                " values, expected " + std::to_string(width));
+  }
+  Series& s = series(id);
+  s.offsets = std::move(offsets);
+  s.last_outcome_bar = last_outcome;
+  s.pending.clear();
+}
+
 nlohmann::json AdaptiveConformal::to_json() const {
   nlohmann::json series = nlohmann::json::array();
   for (const auto& [id, s] : series_) {

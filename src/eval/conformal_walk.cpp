@@ -86,20 +86,14 @@ AdaptiveConformalWalk AdaptiveConformalWalk::from_calibration(const artifact::Co
   if (calibration.method != "adaptive") {
     throw Error("adaptive conformal: the model's offsets are " + calibration.method + ", not adaptive");
   }
-  nlohmann::json series = nlohmann::json::array();
-  std::vector<std::string> symbols;
+  AdaptiveConformalWalk walk(levels, horizon, calibration.rate);
   for (const auto& [symbol, offsets] : calibration.offsets) {
     const auto through = calibration.through_ns.find(symbol);
-    series.push_back({{"id", symbols.size()},
-                      {"offsets", offsets},
-                      {"last_outcome", through != calibration.through_ns.end() ? nlohmann::json(through->second)
-                                                                               : nlohmann::json(nullptr)},
-                      {"pending", nlohmann::json::array()}});
-    symbols.push_back(symbol);
+    walk.tracker_.resume_series(
+        walk.id_of(symbol), offsets,
+        through != calibration.through_ns.end() ? through->second : std::numeric_limits<int64_t>::min());
   }
-  return from_json(
-      {{"symbols", symbols},
-       {"tracker", {{"levels", levels}, {"horizon", horizon}, {"rate", calibration.rate}, {"series", series}}}});
+  return walk;
 }
 
 artifact::ConformalCalibration AdaptiveConformalWalk::calibration() const {

@@ -91,12 +91,8 @@ DriftReport watch_drift(artifact::LoadedModel& model, const data::BarSet& recent
   const auto all = recent_windows(recent, file);
   std::optional<AdaptiveConformalWalk> walk;
   if (options.adaptive_conformal) {
-    if (!file.conformal || file.conformal->method != "adaptive") {
-      throw Error(
-          "the model holds no adaptive conformal offsets (qtft.conformal): `qtft backtest --conformal "
-          "adaptive` saves them with its models");
-    }
-    walk = AdaptiveConformalWalk::from_calibration(*file.conformal, file.options.quantiles(), file.options.horizon());
+    walk = AdaptiveConformalWalk::from_calibration(artifact::require_conformal(file, "adaptive", "the model"),
+                                                   file.options.quantiles(), file.options.horizon());
   }
   report.overall = check("overall", model, all, report.recorded_val_loss, options, walk ? &*walk : nullptr);
   if (walk) report.conformal = ConformalWatch{walk->raw(), walk->conformal(), walk->calibration()};

@@ -225,66 +225,18 @@ void check_backtest_options(const BacktestOptions& o) {
 }
 
 nlohmann::json backtest_identity(const BacktestOptions& o) {
-  const auto& s = o.source;
-  const auto& in = s.read.inputs;
-  nlohmann::json source{{"parquet", s.parquet_file},
-                        {"csv", s.csv_file},
-                        {"symbol", s.read.symbol},
-                        {"columns",
-                         {s.read.columns.timestamp, s.read.columns.open, s.read.columns.high, s.read.columns.low,
-                          s.read.columns.close, s.read.columns.volume, s.read.columns.symbol}},
-                        {"observed", in.observed},
-                        {"known", in.known},
-                        {"static", in.statics},
-                        {"observed_categorical", in.observed_categorical},
-                        {"known_categorical", in.known_categorical},
-                        {"static_categorical", in.static_categorical},
-                        {"missing", static_cast<int>(in.missing)},
-                        {"calendar_timezone", in.calendar_timezone},
-                        {"target",
-                         {in.target.column, data::target_transform_name(in.target.transform),
-                          data::normalization_name(in.target.normalize)}}};
-  if (s.uses_embedded_data()) {
-    const auto& e = s.synthetic;
-    source["embedded"] = {{"rows", e.rows},
-                          {"symbols", e.symbols},
-                          {"seed", e.seed},
-                          {"bar_minutes", e.bar_minutes},
-                          {"shift_after_bar", e.shift_after_bar}};
-  }
-  // The architecture as a fresh model gets it, from one probe.
-  const auto& d = o.setup.dataset;
-  model::TftOptions probe(1, 1, 1, d.encoder_length, d.horizon);
-  o.setup.architecture.apply_to(probe);
-  auto training = to_json(o.setup.train);
-  training.erase("checkpoint_policy");  // memory and time only, never the numbers
-  training.erase("memory_budget_bytes");
-  training.erase("eval_batch_size");
-  const auto& q = o.setup.qat;
+  nlohmann::json identity = training_identity(o.source, o.setup);
   nlohmann::json plan{{"step", describe_fold_step(o.plan.step)}};
   if (o.plan.initial_train_until_ns) {
     plan["initial_train_until"] = format_utc(*o.plan.initial_train_until_ns);
   } else {
     plan["initial_train_bars"] = o.plan.initial_train_bars;
   }
-  nlohmann::json identity = {{"source", source},
-                             {"windows", data::to_json(d)},
-                             {"model", model::to_json(probe)},
-                             {"training", training},
-                             {"qat",
-                              {{"use_qat", q.use_qat},
-                               {"weight_bits", q.weight_bits},
-                               {"activation_bits", q.activation_bits},
-                               {"calibration_batches", q.calibration_batches},
-                               {"freeze_observers", q.freeze_observers},
-                               {"two_phase", q.two_phase},
-                               {"qat_epochs", q.qat_epochs},
-                               {"live_epochs", q.live_epochs}}},
-                             {"plan", plan},
-                             {"refit", refit_name(o.refit)},
-                             {"update_epochs", o.update_epochs},
-                             {"int8", o.int8 ? artifact::int8_kernels_name(o.int8_kernels) : "off"},
-                             {"cost_bps", o.cost_bps}};
+  identity["plan"] = plan;
+  identity["refit"] = refit_name(o.refit);
+  identity["update_epochs"] = o.update_epochs;
+  identity["int8"] = o.int8 ? artifact::int8_kernels_name(o.int8_kernels) : "off";
+  identity["cost_bps"] = o.cost_bps;
   // Only when on, so that the folders of backtests without it resume as they were.
   if (o.adaptive_conformal_rate) identity["conformal"] = {{"method", "adaptive"}, {"rate", *o.adaptive_conformal_rate}};
   return identity;

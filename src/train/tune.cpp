@@ -11,7 +11,6 @@
 #include "qtft/common/error.h"
 #include "qtft/common/format.h"
 #include "qtft/data/bars/bars.h"
-#include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/data/store/feature_store.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/io/atomic_file.h"
@@ -69,29 +68,15 @@ TrialRun trial_run_from_json(const nlohmann::json& j) {
 nlohmann::json tune_identity(const TuneOptions& o) {
   nlohmann::json space = nlohmann::json::object();
   for (const auto& [name, range] : o.space.ranges) space[name] = to_json(range);
-  auto training = to_json(o.base.train);
-  training.erase("checkpoint_policy");  // memory and time only
-  training.erase("memory_budget_bytes");
-  training.erase("eval_batch_size");
-  const auto& a = o.base.architecture;
-  return {{"space", space},
-          {"trials", o.trials},
-          {"eta", o.eta},
-          {"method", o.method == TuneMethod::Halving ? "halving" : "random"},
-          {"objective", tune_objective_name(o.objective)},
-          {"random_budget", o.random_budget},
-          {"seed", o.seed},
-          {"source", data::describe_source(o.source)},
-          {"windows", data::to_json(o.base.dataset)},
-          {"architecture",
-           {{"hidden_size", a.hidden_size},
-            {"variable_hidden_size", a.variable_hidden_size},
-            {"attention_heads", a.attention_heads},
-            {"lstm_layers", a.lstm_layers},
-            {"dropout", a.dropout},
-            {"quantiles", a.quantiles}}},
-          {"training", training},
-          {"use_qat", o.base.qat.use_qat}};
+  auto identity = training_identity(o.source, o.base);
+  identity["space"] = space;
+  identity["trials"] = o.trials;
+  identity["eta"] = o.eta;
+  identity["method"] = o.method == TuneMethod::Halving ? "halving" : "random";
+  identity["objective"] = tune_objective_name(o.objective);
+  identity["random_budget"] = o.random_budget;
+  identity["seed"] = o.seed;
+  return identity;
 }
 
 // The windows a trial trains on per epoch, in batches, from the bars' counts: what a

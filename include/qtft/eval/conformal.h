@@ -116,6 +116,9 @@ class AdaptiveConformal {
 
   // The last bar of `series` whose outcome was taken (none yet: the lowest int64_t).
   int64_t last_outcome(int64_t series) const;
+  // Puts `series` where saved offsets left it: these offsets ([horizon, levels]), its outcomes
+  // through bar `last_outcome` taken, none pending. Throws qtft::Error for offsets of another size.
+  void resume_series(int64_t series, std::vector<double> offsets, int64_t last_outcome);
 
   int64_t horizon() const { return horizon_; }
   const std::vector<double>& levels() const { return levels_; }

@@ -74,7 +74,7 @@ struct DriftReport {
 // of its bars is scored, the older half gives the empirical baseline its quantiles. Throws
 // qtft::Error naming the file when the model records no validation loss, when a series has
 // too few bars, or when the reference normalizes targets differently (losses not comparable);
-// under adaptive_conformal, when the model holds no adaptive offsets.
+// under adaptive_conformal, when the model holds no adaptive offsets (artifact::require_conformal).
 DriftReport watch_drift(artifact::LoadedModel& model, const data::BarSet& recent, const DriftOptions& options,
                         artifact::LoadedModel* reference = nullptr, const std::string& reference_file = "");
 

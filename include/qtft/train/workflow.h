@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 
@@ -120,6 +121,12 @@ struct PreparedTraining {
   c10::Device device = c10::Device(c10::kCPU);
   std::shared_ptr<dist::Collective> group;
 };
+
+// What `source` and `setup` decide of the models trained from them (the data read, the
+// windows, a fresh model's architecture, the training and QAT options; not the device, the
+// evaluation batch size or checkpointing, which change no number), as JSON: a backtest or a
+// search resumes only under the same.
+nlohmann::json training_identity(const data::BarSource& source, const TrainingSetup& setup);
 
 // Checks the setup's options (UsageError naming the flag): cheap, so a program can call it
 // before loading any data. prepare_training checks again.

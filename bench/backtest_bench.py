@@ -22,7 +22,9 @@ conformal: the regime walk once per --refit none and update and per rate R of
 --conformal-rates with `--conformal adaptive --conformal-rate R`: per fold the central interval's coverage and the quantile loss (target
 units) of the raw quantiles and of the adaptive conformal ones; over the folds after the
 shift, whether each conformal coverage lies within 0.80 +- 0.03 and the conformal loss
-within 1% of the raw; over the whole walk, each level's conformal coverage against it.
+within 1% of the raw; over the whole walk, each level's conformal coverage against it. Then
+the same two walks with `--conformal split` (offsets each fold's model fits on its own
+validation split, then fixed), reported alike under "split".
 
 cost: --rows bars over --symbols symbols, the first half trains fold 0 (one epoch), then
 --folds steps, each an update of one epoch on its new bars and the forecasts of every window
@@ -128,7 +130,11 @@ def conformal(args):
     by_rate = {}
     for rate in args.conformal_rates.split(","):
         by_rate[rate] = conformal_walks(args, data, float(rate), first_after)
-    return {"conformal": by_rate, "first_fold_after_shift": first_after, "cost": conformal_cost(args, data)}
+    # Split offsets, fitted by each fold's model on its validation split and then fixed: what
+    # darts and neuralforecast offer, beside the adaptive ones.
+    split = conformal_walks(args, data, None, first_after)
+    return {"conformal": by_rate, "split": split, "first_fold_after_shift": first_after,
+            "cost": conformal_cost(args, data)}
 
 
 def conformal_cost(args, data):
@@ -168,9 +174,11 @@ def conformal_cost(args, data):
 
 
 def conformal_walks(args, data, rate, first_after):
-    """The regime walk under --refit none and update with adaptive conformal quantiles at `rate`."""
+    """The regime walk under --refit none and update with adaptive conformal quantiles at `rate`
+    (None: split conformal quantiles)."""
+    method = ["--conformal", "split"] if rate is None else ["--conformal", "adaptive", "--conformal-rate", str(rate)]
     walk = ["--parquet-file", data, "--initial-train-bars", str(args.initial), "--step", str(args.step),
-            "--epochs", "3", "--update-epochs", "1", "--conformal", "adaptive", "--conformal-rate", str(rate)]
+            "--epochs", "3", "--update-epochs", "1"] + method
     results = {}
     for refit in ("none", "update"):
         record, wall, _ = run_backtest(args.qtft, os.path.join(args.work, f"conformal-{refit}"),
@@ -208,7 +216,7 @@ def conformal_walks(args, data, rate, first_after):
             },
             "every_level_within_0.02": all(abs(c - l) <= 0.02 for c, l in zip(walk_levels["conformal"], levels)),
         }
-        print(f"\n--refit {refit} --conformal adaptive --conformal-rate {rate}")
+        print(f"\n--refit {refit} {' '.join(method)}")
         print(f"{'fold':>4} {'raw cov':>8} {'conf cov':>9} {'raw loss':>12} {'conf loss':>12}")
         for f in folds:
             print(f"{f['fold']:>4} {f['raw_coverage']:8.3f} {f['conformal_coverage']:9.3f} {f['raw_loss']:12.4e} "

@@ -68,8 +68,8 @@ class FoldPrinter : public train::BacktestEvents {
         figure(d.interval_nominal, "%.3f").c_str(), figure(d.hit_rate, "%.3f").c_str(),
         figure(r.training.seconds, "%.1f").c_str(), figure(r.forecast_seconds, "%.1f").c_str());
     if (r.conformal_coverage) {
-      std::printf("  adaptive conformal: interval coverage %s (raw %s), loss in target units %s (raw %s)\n",
-                  figure(r.conformal_coverage->interval, "%.3f").c_str(),
+      std::printf("  %s conformal: interval coverage %s (raw %s), loss in target units %s (raw %s)\n",
+                  r.conformal_method.c_str(), figure(r.conformal_coverage->interval, "%.3f").c_str(),
                   figure(r.raw_coverage->interval, "%.3f").c_str(),
                   figure(r.conformal_coverage->loss_in_target_units, "%.4g").c_str(),
                   figure(r.raw_coverage->loss_in_target_units, "%.4g").c_str());
@@ -97,7 +97,7 @@ void print_summary(const train::BacktestSummary& summary) {
   line("loss", summary.loss);
   line("IC, first step", summary.ic_step1);
   line("interval coverage", summary.interval_coverage);
-  if (summary.conformal_interval_coverage.folds > 0) line("  adaptive conformal", summary.conformal_interval_coverage);
+  if (summary.conformal_interval_coverage.folds > 0) line("  conformal", summary.conformal_interval_coverage);
   line("sign hit rate", summary.hit_rate);
   line("Sharpe", summary.sharpe);
   std::printf("  training %.1f s, forecasting %.1f s\n", summary.train_seconds, summary.forecast_seconds);
@@ -135,8 +135,9 @@ void add_backtest_command(CLI::App& app) {
   cmd->add_flag("--show-epochs", flags->show_epochs, "Print every fold's training epochs");
   cmd->add_option("--conformal", flags->conformal,
                   "Also issue every fold's quantiles with conformal offsets: adaptive (each moved after every "
-                  "realized bar, per symbol and step, carried across folds and saved in each fold's model)")
-      ->check(CLI::IsMember({"adaptive"}));
+                  "realized bar, per symbol and step, carried across folds and saved in each fold's model) or split "
+                  "(fitted by each fold's model on its validation split as it trains, then fixed)")
+      ->check(CLI::IsMember({"adaptive", "split"}));
   auto* rate =
       cmd->add_option("--conformal-rate", flags->conformal_rate,
                       "How far each realized bar moves an adaptive offset, in the target's scaled units, (0, 1]")
@@ -159,11 +160,12 @@ void add_backtest_command(CLI::App& app) {
     o.cost_bps = f.cost_bps;
     o.forecast_batch_size = f.train.train.eval_batch_size;
     o.output = f.output;
-    if (!f.conformal.empty()) {
+    if (f.conformal == "adaptive") {
       o.adaptive_conformal_rate = f.conformal_rate;
     } else if (rate->count() > 0) {
       throw UsageError("--conformal-rate moves adaptive offsets: add --conformal adaptive");
     }
+    o.split_conformal = f.conformal == "split";
     FoldPrinter printer(f.show_epochs);
     const auto outcome = train::run_backtest(o, printer);
     const auto finished = static_cast<size_t>(outcome.finished_folds);

@@ -10,6 +10,7 @@
 #include "qtft/data/bars/bar_source.h"
 #include "qtft/infer/backtest_report.h"
 #include "qtft/infer/model_report.h"
+#include "qtft/infer/tune_report.h"
 #include "qtft/io/atomic_file.h"
 #include "run_flags.h"
 
@@ -17,18 +18,22 @@ namespace qtft::cli {
 
 void add_report_command(CLI::App& app) {
   struct Flags {
-    std::string backtest, output;
+    std::string backtest, tune, output;
     ModelRunFlags run;
     double cost_bps = 0.0;
     infer::ReportOptions report;
   };
   auto flags = std::make_shared<Flags>();
   flags->run.split = "all";
-  auto* cmd = app.add_subcommand(
-      "report", "A backtest's folds, forecasts and model, or a model on bars, as one self-contained HTML page");
+  auto* cmd = app.add_subcommand("report",
+                                 "A backtest's folds, forecasts and model, a search's trials, or a model on bars, as "
+                                 "one self-contained HTML page");
   auto* backtest = cmd->add_option("--backtest", flags->backtest, "The --output folder of qtft backtest");
+  auto* tune = cmd->add_option("--tune", flags->tune, "The --output folder of qtft tune: its trials and range test");
   auto* model = add_model_run_flags(*cmd, flags->run, /*model_required=*/false);
   backtest->excludes(model);
+  tune->excludes(backtest);
+  tune->excludes(model);
   cmd->add_option("--cost-bps", flags->cost_bps,
                   "With --load-model: trading cost of the desk metrics' position, in basis points per unit traded")
       ->check(CLI::NonNegativeNumber)
@@ -45,10 +50,15 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--title", flags->report.title, "The page's title");
   cmd->callback([flags] {
     auto& f = *flags;
-    if (f.backtest.empty() == f.run.load_model.empty()) {
-      throw UsageError("report: give --backtest DIR (a backtest's output) or --load-model F with the bars to score");
+    const int given = !f.backtest.empty() + !f.tune.empty() + !f.run.load_model.empty();
+    if (given != 1) {
+      throw UsageError(
+          "report: give --backtest DIR (a backtest's output), --tune DIR (a search's) or --load-model F with the "
+          "bars to score");
     }
-    if (!f.backtest.empty()) {
+    if (!f.tune.empty()) {
+      io::write_file_atomically(f.output, infer::tune_report_html(f.tune, f.report.title));
+    } else if (!f.backtest.empty()) {
       infer::write_backtest_report(f.backtest, f.report, f.output);
     } else {
       auto run = open_model_run(f.run);

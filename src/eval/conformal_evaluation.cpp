@@ -9,6 +9,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/eval/evaluate.h"
+#include "qtft/eval/window_units.h"
 
 namespace qtft::eval {
 namespace {
@@ -100,7 +101,8 @@ nlohmann::json to_json(const ConformalEvaluation& e) {
 
 at::Tensor with_conformal_offsets(const artifact::ConformalCalibration& calibration, const data::Dataset& dataset,
                                   const data::Batch& batch, const at::Tensor& quantiles) {
-  at::Tensor moved = quantiles.detach().to(at::kCPU, at::kDouble).contiguous();
+  // A copy always: quantiles already on the CPU in double would otherwise be moved in place.
+  at::Tensor moved = quantiles.detach().to(at::kCPU, at::kDouble, /*non_blocking=*/false, /*copy=*/true).contiguous();
   const int64_t per_window = moved.size(1) * moved.size(2);
   double* values = moved.data_ptr<double>();
   for (size_t b = 0; b < batch.windows.size(); ++b) {
@@ -110,6 +112,28 @@ at::Tensor with_conformal_offsets(const artifact::ConformalCalibration& calibrat
     sort_quantiles(row, moved.size(2));
   }
   return moved.to(quantiles.device(), quantiles.scalar_type());
+}
+
+FixedConformalTallies::FixedConformalTallies(artifact::ConformalCalibration calibration,
+                                             const std::vector<double>& levels)
+    : calibration_(std::move(calibration)), raw_(levels), conformal_(levels) {}
+
+void FixedConformalTallies::add(const data::Dataset& dataset, const data::Batch& batch, const at::Tensor& quantiles) {
+  const auto units = target_units_of(dataset, batch.windows);
+  const at::Tensor raw = quantiles.detach().to(at::kCPU, at::kDouble).contiguous();
+  const at::Tensor issued = with_conformal_offsets(calibration_, dataset, batch, raw);
+  const at::Tensor target = batch.target.to(at::kCPU, at::kDouble).contiguous();
+  const auto steps = static_cast<size_t>(raw.size(0) * raw.size(1));
+  const auto levels = static_cast<size_t>(raw.size(2));
+  const double* r = raw.data_ptr<double>();
+  const double* c = issued.data_ptr<double>();
+  const double* y = target.data_ptr<double>();
+  const auto horizon = static_cast<size_t>(raw.size(1));
+  for (size_t i = 0; i < steps; ++i) {
+    const double scale = units.scale[i / horizon];
+    raw_.add(std::span<const double>(r + i * levels, levels), y[i], scale);
+    conformal_.add(std::span<const double>(c + i * levels, levels), y[i], scale);
+  }
 }
 
 }  // namespace qtft::eval

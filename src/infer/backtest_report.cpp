@@ -107,7 +107,7 @@ std::string summary_table(const Json& s) {
   row("IC across series, first step", "ic_across_series_step1", true);
   row("central interval coverage", "interval_coverage", false);
   if (s.contains("conformal_interval_coverage")) {
-    row("adaptive conformal coverage", "conformal_interval_coverage", false);
+    row("conformal coverage", "conformal_interval_coverage", false);
   }
   row("sign hit rate", "hit_rate", false);
   row("Sharpe", "sharpe", true);
@@ -157,9 +157,10 @@ std::string across_folds_charts(const Json& folds) {
   ic.x_labels(first, last);
   SvgChart coverage(560, 240, "Coverage of the central interval");
   coverage.line(x, per_fold(folds, "/desk/interval_coverage"), kGreen, "raw", 2.0);
-  // A walk with adaptive conformal quantiles: theirs beside the model's own.
+  // A walk with conformal quantiles: theirs beside the model's own.
   if (folds.at(0).contains("conformal")) {
-    coverage.line(x, per_fold(folds, "/conformal/conformal/interval_coverage"), kOrange, "adaptive conformal", 2.0);
+    coverage.line(x, per_fold(folds, "/conformal/conformal/interval_coverage"), kOrange,
+                  folds.at(0).at("conformal").value("method", "adaptive") + " conformal", 2.0);
   }
   const double nominal = number_at(folds.at(0), Json::json_pointer("/desk/interval_nominal"));
   if (std::isfinite(nominal)) coverage.horizontal_rule(nominal, kGrey, "nominal");

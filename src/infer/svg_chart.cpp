@@ -178,6 +178,7 @@ std::string SvgChart::svg() const {
   double lx = right;
   for (auto it = legend_.rbegin(); it != legend_.rend(); ++it) {
     const auto& [name, color] = *it;
+    if (name.empty()) continue;  // a line drawn only as context (one of many trials)
     lx -= 14 + 7.0 * static_cast<double>(name.size());
     out += "<rect x=\"" + number(lx) + "\" y=\"10\" width=\"10\" height=\"10\" fill=\"" + color + "\"/><text x=\"" +
            number(lx + 13) + "\" y=\"19\">" + escape_html(name) + "</text>\n";

@@ -19,6 +19,7 @@
 #include "qtft/data/features/batch.h"
 #include "qtft/data/features/detail/input_schema_json.h"
 #include "qtft/data/store/feature_store.h"
+#include "qtft/eval/conformal_evaluation.h"
 #include "qtft/eval/conformal_walk.h"
 #include "qtft/eval/evaluate.h"
 #include "qtft/eval/explanation.h"
@@ -307,6 +308,7 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
       request.source = o.source;
       request.source.through_ns = fold.train_through_ns;
       request.save_model = model_path(o.output, k);
+      request.conformal_split = o.split_conformal;
       if (fresh) {
         request.setup = o.setup;
       } else {
@@ -378,13 +380,26 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     eval::ForecastRows rows(dataset, static_cast<int32_t>(k), loaded.model->options().quantiles());
     data::BacktestForecastWriter part(part_path(o.output, k).string(), rows.rows().quantiles);
     eval::ExplanationAccumulator explanation(dataset.schema(), dataset.options());
-    double conformal_seconds = 0.0;  // what the adaptive offsets cost the fold: their walk and their save
+    double conformal_seconds = 0.0;  // what the offsets cost the fold: their walk, their tallies, their save
+    // Split offsets: those the fold's model fitted on its validation split as it trained (an
+    // int8 export carries none: its FP32 model's).
+    std::optional<eval::FixedConformalTallies> split;
+    if (o.split_conformal) {
+      auto calibration = o.int8 ? artifact::load_model_file(trained_model).conformal : loaded.file.conformal;
+      if (!calibration || calibration->method != "split") {
+        throw Error(trained_model.string() +
+                    ": holds no split conformal offsets (qtft.conformal); the backtest began without "
+                    "--conformal split: start it anew in another folder");
+      }
+      split.emplace(std::move(*calibration), loaded.model->options().quantiles());
+    }
     const auto evaluation = eval::evaluate_windows_for_desk(
         loaded.model, dataset, data::Split::All, windows, o.forecast_batch_size, loaded.device, o.cost_bps,
         [&](const data::Batch& batch, const model::TftOutput& out) {
-          if (conformal) {
+          if (conformal || split) {
             const auto start = std::chrono::steady_clock::now();
-            conformal->add(dataset, batch, out);
+            if (conformal) conformal->add(dataset, batch, out);
+            if (split) split->add(dataset, batch, out.quantiles);
             conformal_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           }
           rows.add(batch, out);
@@ -419,9 +434,20 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
                              {"explanation", eval::to_json(explanation.result())},
                              {"forecast_seconds", result.forecast_seconds},
                              {"seconds", std::chrono::duration<double>(now - fold_start).count()}};
+    if (split) {
+      result.raw_coverage = split->raw();
+      result.conformal_coverage = split->conformal();
+      result.conformal_method = "split";
+      record["conformal"] = {{"method", "split"},
+                             {"calibration_windows", split->calibration().calibration_windows},
+                             {"raw", eval::to_json(*result.raw_coverage, true)},
+                             {"conformal", eval::to_json(*result.conformal_coverage, true)},
+                             {"seconds", conformal_seconds}};
+    }
     if (conformal) {
       result.raw_coverage = conformal->raw();
       result.conformal_coverage = conformal->conformal();
+      result.conformal_method = "adaptive";
       record["conformal"] = {{"method", "adaptive"},
                              {"rate", conformal->rate()},
                              {"raw", eval::to_json(*result.raw_coverage, true)},

@@ -221,6 +221,9 @@ void check_backtest_options(const BacktestOptions& o) {
   if (o.adaptive_conformal_rate && !(*o.adaptive_conformal_rate > 0.0 && *o.adaptive_conformal_rate <= 1.0)) {
     throw UsageError("--conformal-rate " + format_number(*o.adaptive_conformal_rate) + ": must lie in (0, 1]");
   }
+  if (o.adaptive_conformal_rate && o.split_conformal) {
+    throw UsageError("--conformal: split or adaptive, not both");
+  }
   check_training_setup(o.setup);
 }
 
@@ -239,6 +242,7 @@ nlohmann::json backtest_identity(const BacktestOptions& o) {
   identity["cost_bps"] = o.cost_bps;
   // Only when on, so that the folders of backtests without it resume as they were.
   if (o.adaptive_conformal_rate) identity["conformal"] = {{"method", "adaptive"}, {"rate", *o.adaptive_conformal_rate}};
+  if (o.split_conformal) identity["conformal"] = {{"method", "split"}};
   return identity;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <thread>
 
 #include "qtft/artifact/model_loading.h"
 #include "qtft/common/error.h"
@@ -93,42 +94,81 @@ int64_t batches_per_epoch(const std::vector<int64_t>& series_bars, const Trainin
   return std::max<int64_t>(1, batches);
 }
 
+// One journal file: read, its format and identity checked against this search's. Null when
+// the file is gone (another worker's, consolidated meanwhile into journal.json).
+nlohmann::json read_journal(const fs::path& path, const TuneOptions& o, const nlohmann::json& identity) {
+  nlohmann::json document;
+  std::ifstream in(path);
+  if (!in) return nullptr;
+  try {
+    document = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": not readable JSON (" + e.what() + ")");
+  }
+  if (!document.is_object() || document.value("format", "") != kTuneFormat) {
+    throw Error(path.string() + ": not a qtft tune journal (format " + kTuneFormat + ")");
+  }
+  const auto& recorded = document.at("identity");
+  const std::string started_from = document.value("tune_file", "?");
+  if (recorded.at("space") != identity.at("space")) {
+    throw UsageError(o.tune_file.string() + " ranges over " + identity.at("space").dump() + ", but the search in " +
+                     path.string() + " was started from " + started_from + " ranging over " +
+                     recorded.at("space").dump() +
+                     ": go on with the file it was started with, or search in another folder");
+  }
+  for (const auto& [key, value] : identity.items()) {
+    if (recorded.value(key, nlohmann::json(nullptr)) != value) {
+      throw UsageError("--output " + o.output.string() + " holds a search with other options (" + key + ": " +
+                       recorded.value(key, nlohmann::json(nullptr)).dump() + " there, " + value.dump() +
+                       " here): go on with the options it was started with, or search in another folder");
+    }
+  }
+  return document;
+}
+
+fs::path worker_journal(const fs::path& dir, int64_t worker) {
+  return dir / ("journal-worker-" + std::to_string(worker) + ".json");
+}
+
+// The search's record. Alone, a process writes journal.json; worker w of a search run side
+// by side (--nproc) writes journal-worker-w.json, and reads the others' to learn their runs.
+// Its view is every run in any of the folder's journals (each trial run once).
 class Journal {
  public:
-  Journal(const TuneOptions& o, nlohmann::json identity) : path_(o.output / "journal.json") {
-    std::error_code ec;
-    if (!fs::exists(path_, ec)) {
+  Journal(const TuneOptions& o, nlohmann::json identity)
+      : options_(o),
+        identity_(std::move(identity)),
+        main_(o.output / "journal.json"),
+        path_(o.workers > 1 ? worker_journal(o.output, o.worker) : main_) {
+    document_ = read_journal(path_, o, identity_);
+    if (document_.is_null()) {
       document_ = {{"format", kTuneFormat},
                    {"tune_file", o.tune_file.string()},
-                   {"identity", std::move(identity)},
+                   {"identity", identity_},
                    {"runs", nlohmann::json::array()}};
-      return;
     }
-    std::ifstream in(path_);
-    try {
-      document_ = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(path_.string() + ": not readable JSON (" + e.what() + ")");
-    }
-    if (!document_.is_object() || document_.value("format", "") != kTuneFormat) {
-      throw Error(path_.string() + ": not a qtft tune journal (format " + kTuneFormat + ")");
-    }
-    const auto& recorded = document_.at("identity");
-    const std::string started_from = document_.value("tune_file", "?");
-    if (recorded.at("space") != identity.at("space")) {
-      throw UsageError(o.tune_file.string() + " ranges over " + identity.at("space").dump() + ", but the search in " +
-                       path_.string() + " was started from " + started_from + " ranging over " +
-                       recorded.at("space").dump() +
-                       ": go on with the file it was started with, or search in another folder");
-    }
-    for (const auto& [key, value] : identity.items()) {
-      if (recorded.value(key, nlohmann::json(nullptr)) != value) {
-        throw UsageError("--output " + o.output.string() + " holds a search with other options (" + key + ": " +
-                         recorded.value(key, nlohmann::json(nullptr)).dump() + " there, " + value.dump() +
-                         " here): go on with the options it was started with, or search in another folder");
+    refresh();
+    for (const auto& run : document_.at("runs")) take(trial_run_from_json(run));
+  }
+
+  // Takes in the runs the folder's other journals hold now (a search stopped under other
+  // --nproc, the other workers').
+  void refresh() {
+    std::vector<fs::path> others;
+    std::error_code ec;
+    if (path_ != main_) others.push_back(main_);
+    for (const auto& entry : fs::directory_iterator(options_.output, ec)) {
+      const auto name = entry.path().filename().string();
+      if (name.rfind("journal-worker-", 0) == 0 && entry.path().extension() == ".json" && entry.path() != path_) {
+        others.push_back(entry.path());
       }
     }
-    for (const auto& run : document_.at("runs")) runs_.push_back(trial_run_from_json(run));
+    std::sort(others.begin() + (path_ != main_ ? 1 : 0), others.end());
+    for (const auto& other : others) {
+      const auto document = read_journal(other, options_, identity_);
+      if (document.is_null()) continue;  // consolidated meanwhile: journal.json has its runs
+      for (const auto& run : document.at("runs")) take(trial_run_from_json(run));
+    }
   }
 
   const std::vector<TrialRun>& runs() const { return runs_; }
@@ -139,15 +179,33 @@ class Journal {
     return nullptr;
   }
   void add(const TrialRun& run) {
-    runs_.push_back(run);
+    take(run);
     document_["runs"].push_back(to_json(run));
     write();
   }
   void write() const { io::write_file_atomically(path_, document_.dump(2) + "\n"); }
-  const fs::path& path() const { return path_; }
+  // The search is over: journal.json holds every run, and the workers' journals go.
+  void consolidate() {
+    refresh();
+    nlohmann::json all = document_;
+    all["runs"] = nlohmann::json::array();
+    for (const auto& run : runs_) all["runs"].push_back(to_json(run));
+    io::write_file_atomically(main_, all.dump(2) + "\n");
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(options_.output, ec)) {
+      if (entry.path().filename().string().rfind("journal-worker-", 0) == 0) fs::remove(entry.path(), ec);
+    }
+  }
+  const fs::path& path() const { return main_; }
 
  private:
-  fs::path path_;
+  void take(const TrialRun& run) {
+    if (!find(run.trial, run.rung)) runs_.push_back(run);
+  }
+
+  const TuneOptions& options_;
+  nlohmann::json identity_;
+  fs::path main_, path_;
   nlohmann::json document_;
   std::vector<TrialRun> runs_;
 };
@@ -195,18 +253,39 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
   }
   events.planned(rungs, batches_per_epoch(series_bars, o.base));
 
+  if (o.workers < 1 || o.worker < 0 || o.worker >= o.workers) {
+    throw UsageError("tune: worker " + std::to_string(o.worker) + " of " + std::to_string(o.workers));
+  }
+  if (o.workers > 1 && o.time_budget_seconds > 0) {
+    // A worker out of time cannot tell which of the others' trials are still training.
+    throw UsageError("--time-budget: not with --nproc yet; give one or the other");
+  }
   fs::create_directories(o.output / "trials");
-  io::OutputLock lock(o.output / "journal.json");  // one search at a time in a folder
+  // One search at a time in a folder (each worker of one run side by side holds its own).
+  io::OutputLock lock(o.workers > 1 ? worker_journal(o.output, o.worker) : o.output / "journal.json");
   Journal journal(o, tune_identity(o));
   journal.write();
   TuneOutcome outcome;
   outcome.journal = journal.path();
   if (!journal.runs().empty()) events.resumed(static_cast<int64_t>(journal.runs().size()));
   const auto stop = [&] { return o.base.stop_requested && o.base.stop_requested(); };
+  if (o.time_budget_seconds < 0) {
+    throw UsageError("--time-budget " + format_number(o.time_budget_seconds) + ": must be positive (0: none)");
+  }
+  const auto out_of_time = [&] {
+    if (o.time_budget_seconds <= 0) return false;
+    double spent = 0;
+    for (const auto& run : journal.runs()) spent += run.seconds;
+    return spent >= o.time_budget_seconds;
+  };
 
   // Trains `trial` at `rung` on `budget` of the full one (or takes its journal entry).
   const auto run_trial = [&](int64_t trial, int64_t rung, double budget) -> std::optional<TrialRun> {
     if (const TrialRun* done = journal.find(trial, rung)) return *done;
+    if (out_of_time()) {
+      outcome.out_of_time = true;
+      return std::nullopt;
+    }
     if (stop()) return std::nullopt;
     TrialRun run;
     run.trial = trial;
@@ -252,29 +331,45 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
     return run;
   };
 
+  // Trains this process's share of `trials` at `rung` (all of them alone; side by side, every
+  // workers-th in the list's order), then waits for the other workers' share: every trial's
+  // run, or nullopt when stopped (or out of time).
+  const auto run_rung = [&](const std::vector<int64_t>& trials, int64_t rung,
+                            double budget) -> std::optional<std::vector<TrialRun>> {
+    for (size_t k = 0; k < trials.size(); ++k) {
+      if (static_cast<int64_t>(k) % o.workers != o.worker) continue;
+      if (!run_trial(trials[k], rung, budget)) return std::nullopt;
+    }
+    std::vector<TrialRun> ran;
+    for (int64_t trial : trials) {
+      while (!journal.find(trial, rung)) {  // another worker's, still training
+        if (stop()) return std::nullopt;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        journal.refresh();
+      }
+      ran.push_back(*journal.find(trial, rung));
+    }
+    return ran;
+  };
+
   std::vector<TrialRun> finalists;
   if (o.method == TuneMethod::Halving) {
     std::vector<int64_t> survivors(static_cast<size_t>(o.trials));
     for (int64_t t = 0; t < o.trials; ++t) survivors[static_cast<size_t>(t)] = t;
-    for (size_t r = 0; r < rungs.size() && !outcome.interrupted; ++r) {
-      std::vector<TrialRun> ran;
-      for (int64_t trial : survivors) {
-        auto run = run_trial(trial, static_cast<int64_t>(r), rungs[r].budget);
-        if (!run) {
-          outcome.interrupted = true;
-          break;
-        }
-        ran.push_back(*run);
+    for (size_t r = 0; r < rungs.size(); ++r) {
+      auto ran = run_rung(survivors, static_cast<int64_t>(r), rungs[r].budget);
+      if (!ran) {
+        outcome.interrupted = true;
+        break;
       }
-      if (outcome.interrupted) break;
-      std::sort(ran.begin(), ran.end(), better);
+      std::sort(ran->begin(), ran->end(), better);
       if (r + 1 == rungs.size()) {
-        finalists = ran;
+        finalists = *ran;
         break;
       }
       survivors.clear();
-      for (size_t k = 0; k < ran.size() && static_cast<int64_t>(k) < rungs[r + 1].trials; ++k) {
-        survivors.push_back(ran[k].trial);
+      for (size_t k = 0; k < ran->size() && static_cast<int64_t>(k) < rungs[r + 1].trials; ++k) {
+        survivors.push_back((*ran)[k].trial);
       }
     }
   } else {
@@ -282,20 +377,33 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
     double spent = 0;
     for (const auto& rung : rungs) spent += static_cast<double>(rung.trials) * rung.budget;
     const double budget = o.random_budget > 0 ? o.random_budget : spent / static_cast<double>(o.trials);
-    for (int64_t t = 0; t < o.trials; ++t) {
-      auto run = run_trial(t, 0, budget);
-      if (!run) {
-        outcome.interrupted = true;
-        break;
-      }
-      finalists.push_back(*run);
+    std::vector<int64_t> trials(static_cast<size_t>(o.trials));
+    for (int64_t t = 0; t < o.trials; ++t) trials[static_cast<size_t>(t)] = t;
+    if (auto ran = run_rung(trials, 0, budget)) {
+      finalists = *ran;
+      std::sort(finalists.begin(), finalists.end(), better);
+    } else {
+      outcome.interrupted = true;
+    }
+  }
+  // The search is over: one journal holds it (the first worker writes it, side by side).
+  if (!outcome.interrupted && o.worker == 0) journal.consolidate();
+  outcome.runs = journal.runs();
+  for (const auto& run : outcome.runs) outcome.seconds += run.seconds;
+  if (outcome.out_of_time) {
+    // The budget ended the search: the best of the furthest rung any trial reached.
+    outcome.interrupted = false;
+    int64_t furthest = 0;
+    for (const auto& run : outcome.runs) furthest = std::max(furthest, run.rung);
+    finalists.clear();
+    for (const auto& run : outcome.runs) {
+      if (run.rung == furthest) finalists.push_back(run);
     }
     std::sort(finalists.begin(), finalists.end(), better);
   }
-  outcome.runs = journal.runs();
-  for (const auto& run : outcome.runs) outcome.seconds += run.seconds;
   if (!outcome.interrupted && !finalists.empty() && std::isfinite(finalists.front().objective)) {
     outcome.best = finalists.front();
+    if (o.worker != 0) return outcome;  // the first worker saves it
     outcome.best_model = o.output / "best.safetensors";
     std::ifstream in(trial_model(o.output, outcome.best->trial), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

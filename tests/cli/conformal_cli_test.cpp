@@ -176,12 +176,15 @@ TEST(ConformalCli, AnUnknownMethodIsAUsageError) {
   EXPECT_THAT(run.err,
               HasSubstr("fits its offsets on the validation split, so it cannot measure the validation split"));
   EXPECT_THAT(run.out, ::testing::Not(HasSubstr("windows (metrics in units")));  // refused before evaluating
-  // A backtest's conformal is adaptive, moved by its own walk; a rate needs it.
+  // A backtest's conformal is adaptive or split; a rate needs adaptive, moved by its own walk.
   const std::string walk =
       "backtest --csv-file " + bars + " --initial-train-bars 400 --step 100 --output " + dir.file("walk");
-  run = run_qtft(dir, walk + " --conformal split");
+  run = run_qtft(dir, walk + " --conformal jackknife");
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.err, HasSubstr("--conformal: split not in {adaptive}"));
+  EXPECT_THAT(run.err, HasSubstr("--conformal: jackknife not in {adaptive,split}"));
+  run = run_qtft(dir, walk + " --conformal split --conformal-rate 0.1");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--conformal-rate moves adaptive offsets: add --conformal adaptive"));
   run = run_qtft(dir, walk + " --conformal-rate 0.1");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("--conformal-rate moves adaptive offsets: add --conformal adaptive"));

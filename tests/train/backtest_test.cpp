@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -337,6 +338,45 @@ TEST_F(Backtest, AdaptiveConformalWalksOnAcrossFoldsAndAStopAndIsSavedWithTheMod
   plain.adaptive_conformal_rate = 0.0;
   EXPECT_THAT(test::message_thrown([&] { run_backtest(plain, quiet); }),
               HasSubstr("--conformal-rate 0: must lie in (0, 1]"));
+}
+
+TEST_F(Backtest, SplitConformalIssuesEachFoldWithItsModelsValidationOffsets) {
+  BacktestEvents quiet;
+  auto o = options("split");
+  o.split_conformal = true;
+  const auto walk = run_backtest(o, quiet);
+  const auto doc = record_of(walk);
+  ASSERT_EQ(doc.at("folds").size(), 3u);
+  EXPECT_EQ(doc.at("options").at("conformal"), (nlohmann::json{{"method", "split"}}));
+  double raw_miss = 0, conformal_miss = 0;  // distance from the nominal 0.8, summed over folds
+  for (const auto& fold : doc.at("folds")) {
+    const auto& c = fold.at("conformal");
+    EXPECT_EQ(c.at("method"), "split");
+    EXPECT_GT(c.at("calibration_windows").get<int64_t>(), 0);
+    EXPECT_EQ(c.at("raw").at("outcomes"), fold.at("windows").get<int64_t>() * 3);
+    EXPECT_EQ(c.at("conformal").at("outcomes"), c.at("raw").at("outcomes"));
+    const double loss = fold.at("metrics").at("in_target_units").at("loss").get<double>();
+    EXPECT_NEAR(c.at("raw").at("loss_in_target_units").get<double>(), loss, 1e-5 * loss);
+    raw_miss += std::abs(c.at("raw").at("interval_coverage").get<double>() - 0.8);
+    conformal_miss += std::abs(c.at("conformal").at("interval_coverage").get<double>() - 0.8);
+  }
+  // This barely trained model's own intervals miss; offsets from validation bring them closer.
+  EXPECT_LT(conformal_miss, raw_miss);
+  // The last fold's model fitted the offsets it was scored with, on its own validation split.
+  const auto model = artifact::load_model_file(o.output / "models" / "fold-002.safetensors");
+  ASSERT_TRUE(model.conformal.has_value());
+  EXPECT_EQ(model.conformal->method, "split");
+  EXPECT_EQ(model.conformal->calibration_windows, doc.at("folds")[2].at("conformal").at("calibration_windows"));
+  EXPECT_EQ(walk.folds.back().conformal_method, "split");
+
+  // Another method on the same folder is another backtest; both at once are refused.
+  auto adaptive = options("split");
+  adaptive.adaptive_conformal_rate = 0.2;
+  EXPECT_THAT(test::message_thrown([&] { run_backtest(adaptive, quiet); }),
+              HasSubstr("(conformal.method: \"split\" there, \"adaptive\" here)"));
+  adaptive.split_conformal = true;
+  EXPECT_THAT(test::message_thrown([&] { run_backtest(adaptive, quiet); }),
+              HasSubstr("--conformal: split or adaptive, not both"));
 }
 
 TEST_F(Backtest, RefusesOtherOptionsOnResumeAndAFolderThatIsNotABacktests) {

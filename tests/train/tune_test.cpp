@@ -11,6 +11,7 @@
 
 #include "qtft/common/error.h"
 #include "qtft/data/bars/bars.h"
+#include "qtft/infer/tune_report.h"
 #include "support/bar_files.h"
 #include "support/temp_dir.h"
 #include "support/thrown.h"
@@ -168,6 +169,38 @@ TEST_F(Tune, HalvesTheTrialsAndAStoppedSearchGoesOnToTheSameEnd) {
   const auto message = test::message_thrown([&] { run_tune(o, quiet); });
   EXPECT_THAT(message, HasSubstr(dir_.file("other.json") + " ranges over"));
   EXPECT_THAT(message, HasSubstr("was started from " + dir_.file("space.json")));
+}
+
+TEST_F(Tune, ATimeBudgetEndsTheSearchAtTheFurthestRungAndALargerOneGoesOn) {
+  TuneEvents quiet;
+  auto o = options("budget");
+  o.time_budget_seconds = 1e-9;  // spent by the first trial run
+  const auto cut = run_tune(o, quiet);
+  EXPECT_TRUE(cut.out_of_time);
+  EXPECT_FALSE(cut.interrupted);
+  ASSERT_EQ(cut.runs.size(), 1u);
+  ASSERT_TRUE(cut.best.has_value());
+  EXPECT_EQ(cut.best->trial, 0);
+  EXPECT_EQ(cut.best->rung, 0);
+  EXPECT_TRUE(fs::exists(cut.best_model));
+  // The budget is no part of the search's identity: without one the search goes on to its end.
+  o.time_budget_seconds = 0;
+  const auto whole = run_tune(o, quiet);
+  EXPECT_FALSE(whole.out_of_time);
+  ASSERT_EQ(whole.runs.size(), 7u);
+  EXPECT_EQ(whole.runs[0].val_loss, cut.runs[0].val_loss);
+  ASSERT_TRUE(whole.best.has_value());
+  EXPECT_EQ(whole.best->rung, 2);
+
+  // Its report names the winner and draws every trial; a folder without a journal is refused.
+  const auto page = infer::tune_report_html(o.output, "");
+  const std::string winner = std::to_string(whole.best->trial);
+  EXPECT_THAT(page, HasSubstr("<p>Trial " + winner + " at rung 2: "));
+  EXPECT_THAT(page, HasSubstr("best: trial " + winner));
+  EXPECT_THAT(page, HasSubstr("<tr><th>trial runs recorded</th><td>7</td></tr>"));
+  EXPECT_THAT(page, ::testing::Not(HasSubstr("Learning-rate range test")));  // none was run here
+  EXPECT_THAT(test::message_thrown([&] { infer::tune_report_html(dir_.file("nowhere"), ""); }),
+              HasSubstr("not a search's folder (no journal.json)"));
 }
 
 TEST_F(Tune, RandomTrialsShareHalvingsBudget) {

@@ -72,4 +72,20 @@ nlohmann::json to_json(const ConformalEvaluation& evaluation);
 at::Tensor with_conformal_offsets(const artifact::ConformalCalibration& calibration, const data::Dataset& dataset,
                                   const data::Batch& batch, const at::Tensor& quantiles);
 
+// A walk's windows issued with fixed offsets (a model file's split ones), the model's own
+// quantiles and the issued ones each tallied against the outcomes, with each outcome's scale
+// for the loss in the target's units: what `qtft backtest --conformal split` reports per fold.
+class FixedConformalTallies {
+ public:
+  FixedConformalTallies(artifact::ConformalCalibration calibration, const std::vector<double>& levels);
+  void add(const data::Dataset& dataset, const data::Batch& batch, const at::Tensor& quantiles);
+  QuantileCoverage raw() const { return raw_.result(); }
+  QuantileCoverage conformal() const { return conformal_.result(); }
+  const artifact::ConformalCalibration& calibration() const { return calibration_; }
+
+ private:
+  artifact::ConformalCalibration calibration_;
+  CoverageTally raw_, conformal_;
+};
+
 }  // namespace qtft::eval

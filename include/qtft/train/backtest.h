@@ -96,6 +96,10 @@ struct BacktestOptions {
   // adaptive conformal offsets (eval/conformal_walk.h), learned bar by bar from the first
   // fold on, carried across folds and saved in each fold's model file (qtft.conformal).
   std::optional<double> adaptive_conformal_rate;
+  // --conformal split: every fold's model fits split offsets on its own validation split as
+  // it trains (TrainingRequest::conformal_split; a kept model keeps the first fold's), and
+  // the fold's quantiles are also issued with them. Not with adaptive_conformal_rate.
+  bool split_conformal = false;
   size_t forecast_batch_size = 512;
   std::filesystem::path output;  // the folder: forecasts.parquet, folds.json, models/
 };
@@ -130,8 +134,10 @@ struct FoldResult {
   int64_t windows = 0;          // the windows forecast
   std::filesystem::path model;  // the model that forecast them
   double forecast_seconds = 0.0;
-  // Under adaptive conformal: the fold's raw and conformal quantiles against its outcomes.
+  // Under conformal offsets: the fold's raw and conformal quantiles against its outcomes,
+  // and the method ("adaptive" or "split").
   std::optional<eval::QuantileCoverage> raw_coverage, conformal_coverage;
+  std::string conformal_method;
 };
 
 // What the backtest reports as it goes; every hook is optional.
@@ -171,7 +177,7 @@ struct BacktestSummary {
   double train_seconds = 0.0, forecast_seconds = 0.0;
   AcrossFolds loss, loss_in_target_units, ic_step1, ic_across_series_step1, interval_coverage, hit_rate, sharpe,
       mean_return;
-  // Under adaptive conformal (folds without it leave these empty): the conformal quantiles'
+  // Under conformal offsets (folds without them leave these empty): the conformal quantiles'
   // central interval coverage and loss in the target's units.
   AcrossFolds conformal_interval_coverage, conformal_loss_in_target_units;
 };

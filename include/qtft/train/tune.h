@@ -87,6 +87,18 @@ struct TuneOptions {
   // spends over all its trials, divided among them, so that both cost the same).
   double random_budget = 0.0;
   uint64_t seed = 1;
+  // A wall-clock budget for the trials' training, in seconds (0: none). No trial run starts
+  // once the search's runs (the resumed ones included) have taken it; the best of the
+  // furthest rung reached is then the search's result. Not part of the search's identity:
+  // a search stopped by its budget goes on under a larger one.
+  double time_budget_seconds = 0.0;
+  // Trials side by side (`qtft tune --nproc N` starts N worker processes): this process is
+  // worker `worker` of `workers`. Each trains every workers-th trial of a rung, in the rung's
+  // order, recording it in a journal of its own (journal-worker-W.json, read by the others),
+  // and waits at the rung's end until every trial of it is recorded; the first worker then
+  // promotes as one process would, writes journal.json with every run and saves the best. A
+  // search stopped under one --nproc goes on under any other. 1: alone.
+  int64_t workers = 1, worker = 0;
   std::filesystem::path output;  // journal.json, trials/, best.safetensors
 };
 
@@ -119,11 +131,13 @@ class TuneEvents {
 };
 
 struct TuneOutcome {
-  std::vector<TrialRun> runs;    // every run in the journal, in the order run
-  std::optional<TrialRun> best;  // the last rung's best (random: the best of all)
+  std::vector<TrialRun> runs;  // every run in the journal, in the order run
+  // The last rung's best (random: the best of all); out of time, the furthest rung's best.
+  std::optional<TrialRun> best;
   std::filesystem::path best_model, journal;
   bool interrupted = false;
-  double seconds = 0.0;  // the trials' training, this call and the resumed ones
+  bool out_of_time = false;  // the time budget ended the search before its last rung
+  double seconds = 0.0;      // the trials' training, this call and the resumed ones
 };
 
 // Runs (or resumes) the search into options.output. Throws UsageError for options that

@@ -22,6 +22,7 @@ class SvgChart {
   void x_labels(std::string first, std::string last);
   void y_label(std::string label);
 
+  // An empty name leaves the primitive out of the legend.
   void line(const std::vector<double>& x, const std::vector<double>& y, const std::string& color,
             const std::string& name, double width = 1.5, bool dashed = false);
   void band(const std::vector<double>& x, const std::vector<double>& low, const std::vector<double>& high,

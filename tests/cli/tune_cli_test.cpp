@@ -1,0 +1,113 @@
+// `qtft tune` as a user runs it: the learning-rate range test first, a short search in the
+// same folder, and `qtft report --tune` drawing both; the refusals of bad input.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "qtft/data/bars/bars.h"
+#include "support/bar_files.h"
+#include "support/cli_runner.h"
+#include "support/temp_dir.h"
+
+namespace qtft::test {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+class TuneCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    csv_ = dir_.file("bars.csv");
+    data::write_bars_csv(regular_bar_set(300, 2), csv_);
+    std::ofstream(dir_.file("space.json")) << R"({"hidden_size": [8, 16], "dropout": {"min": 0, "max": 0.2}})";
+  }
+  std::string tune(const std::string& more) const {
+    return "tune --csv-file '" + csv_ +
+           "' --encoder-length 12 --horizon 3 --hidden-size 8 --attention-heads 2 --epochs 2 --batch-size 32 " + more;
+  }
+  TempDir dir_;
+  std::string csv_;
+};
+
+TEST_F(TuneCli, FindsALearningRateThenSearchesAndTheReportDrawsBoth) {
+  const std::string out = dir_.file("search");
+  auto run = run_qtft(dir_, tune("--find-lr --find-lr-steps 40 --find-lr-min 1e-5 --find-lr-max 10 --output " + out),
+                      kHangGuard);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("Learning-rate range test: 40 steps from 1e-05 to 10"));
+  const auto curve = nlohmann::json::parse(read_text(out + "/lr_find.json"));
+  const auto& points = curve.at("points");
+  ASSERT_FALSE(points.empty());
+  EXPECT_LE(points.size(), 40u);
+  EXPECT_EQ(points.at(0).at("learning_rate"), 1e-5);
+  // A rate of 10 is far past any use for Adam: the loss runs away, and the suggestion lies
+  // below where it did.
+  EXPECT_TRUE(curve.at("diverged").get<bool>());
+  ASSERT_TRUE(curve.at("suggested_learning_rate").is_number()) << curve.dump();
+  const double suggested = curve.at("suggested_learning_rate").get<double>();
+  EXPECT_LT(suggested, points.back().at("learning_rate").get<double>());
+  EXPECT_THAT(run.out, HasSubstr("Suggested learning rate: "));
+  EXPECT_THAT(read_text(out + "/lr_find.html"), HasSubstr("Learning-rate range test: the loss as the rate grows"));
+  EXPECT_FALSE(fs::exists(out + "/journal.json"));  // the range test is no search
+
+  run = run_qtft(dir_, tune("--tune-file " + dir_.file("space.json") + " --trials 2 --eta 2 --output " + out),
+                 kHangGuard);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("Best: trial "));
+  const std::string html = dir_.file("tune.html");
+  run = run_qtft(dir_, "report --tune " + out + " --output " + html, kHangGuard);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto page = read_text(html);
+  EXPECT_THAT(page, HasSubstr("The trials rung after rung"));
+  EXPECT_THAT(page, HasSubstr("Learning-rate range test: the loss as the rate grows"));
+  EXPECT_THAT(page, HasSubstr("<tr style=\"font-weight:bold\"><td>"));  // the winner's row
+}
+
+// The runs of a journal as (rung, trial) -> validation loss.
+std::map<std::pair<int64_t, int64_t>, double> losses_in(const std::string& journal) {
+  std::map<std::pair<int64_t, int64_t>, double> out;
+  const auto document = nlohmann::json::parse(read_text(journal));
+  for (const auto& run : document.at("runs")) {
+    out[{run.at("rung").get<int64_t>(), run.at("trial").get<int64_t>()}] = run.at("val_loss").get<double>();
+  }
+  return out;
+}
+
+TEST_F(TuneCli, TrialsSideBySideEndAsTheSearchOfOneProcess) {
+  const std::string space = " --tune-file " + dir_.file("space.json") + " --trials 4 --eta 2 --output ";
+  auto alone = run_qtft(dir_, tune(space + dir_.file("alone")), kHangGuard);
+  ASSERT_EQ(alone.exit_code, 0) << alone.out << alone.err;
+  auto side = run_qtft(dir_, tune(space + dir_.file("side") + " --nproc 2"), kHangGuard);
+  ASSERT_EQ(side.exit_code, 0) << side.out << side.err;
+  EXPECT_THAT(side.out, HasSubstr("[worker 1] trial "));
+  // The same trials promoted, to the same losses (each worker on one thread, as alone here):
+  // the journal holds every run, the workers' own journals are gone.
+  const auto expected = losses_in(dir_.file("alone") + "/journal.json");
+  EXPECT_EQ(expected.size(), 4u + 2u + 1u);
+  EXPECT_EQ(losses_in(dir_.file("side") + "/journal.json"), expected);
+  EXPECT_FALSE(fs::exists(dir_.file("side") + "/journal-worker-1.json"));
+  const auto best = alone.out.substr(alone.out.find("Best: trial "));
+  EXPECT_THAT(side.out, HasSubstr(best.substr(0, best.find(','))));
+  EXPECT_TRUE(fs::exists(dir_.file("side") + "/best.safetensors"));
+}
+
+TEST_F(TuneCli, RefusesBadInputInOneLine) {
+  auto run = run_qtft(dir_, tune("--output " + dir_.file("s")));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("tune: --tune-file is required (or --find-lr for the range test)"));
+  run = run_qtft(dir_, tune("--find-lr --find-lr-min 0 --output " + dir_.file("s")));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--find-lr-min 0: must be a positive rate"));
+  run = run_qtft(dir_, "report --tune " + dir_.file("nowhere") + " --output " + dir_.file("r.html"));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr(dir_.file("nowhere") + ": not a search's folder (no journal.json)"));
+  EXPECT_FALSE(fs::exists(dir_.file("r.html")));
+}
+
+}  // namespace
+}  // namespace qtft::test

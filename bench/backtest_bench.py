@@ -4,7 +4,8 @@ walk costs beyond the training it contains.
     python3 bench/backtest_bench.py regime [--qtft build/qtft] [--work DIR] [--json out.json]
                                            [--regime-rows 24000] [--shift 6000] [--initial 5000] [--step 1000]
     python3 bench/backtest_bench.py conformal [--qtft build/qtft] [--work DIR] [--json out.json]
-                                           [--conformal-rates 0.05,0.1,0.2,0.4] (and regime's data flags)
+                                           [--conformal-rates 0.05,0.1,0.2,0.4]
+                                           [--conformal-methods adaptive,split] (and regime's data flags)
     python3 bench/backtest_bench.py cost   [--qtft build/qtft] [--work DIR] [--json out.json]
                                            [--rows 1000000] [--symbols 10] [--folds 20]
     python3 bench/backtest_bench.py memory [--qtft build/qtft] [--work DIR] [--json out.json]
@@ -22,9 +23,9 @@ conformal: the regime walk once per --refit none and update and per rate R of
 --conformal-rates with `--conformal adaptive --conformal-rate R`: per fold the central interval's coverage and the quantile loss (target
 units) of the raw quantiles and of the adaptive conformal ones; over the folds after the
 shift, whether each conformal coverage lies within 0.80 +- 0.03 and the conformal loss
-within 1% of the raw; over the whole walk, each level's conformal coverage against it. Then
-the same two walks with `--conformal split` (offsets each fold's model fits on its own
-validation split, then fixed), reported alike under "split".
+within 1% of the raw; over the whole walk, each level's conformal coverage against it. With
+split among --conformal-methods, the same two walks with `--conformal split` (offsets each
+fold's model fits on its own validation split, then fixed), reported alike under "split".
 
 cost: --rows bars over --symbols symbols, the first half trains fold 0 (one epoch), then
 --folds steps, each an update of one epoch on its new bars and the forecasts of every window
@@ -127,14 +128,18 @@ def conformal(args):
     subprocess.run([args.qtft, "make-data", "--output", data, "--rows", str(args.regime_rows), "--symbols", "2",
                     "--shift-after-bar", str(args.shift)], check=True, stdout=subprocess.DEVNULL)
     first_after = -(-(args.shift - args.initial) // args.step)
-    by_rate = {}
-    for rate in args.conformal_rates.split(","):
-        by_rate[rate] = conformal_walks(args, data, float(rate), first_after)
-    # Split offsets, fitted by each fold's model on its validation split and then fixed: what
-    # darts and neuralforecast offer, beside the adaptive ones.
-    split = conformal_walks(args, data, None, first_after)
-    return {"conformal": by_rate, "split": split, "first_fold_after_shift": first_after,
-            "cost": conformal_cost(args, data)}
+    methods = args.conformal_methods.split(",")
+    result = {"first_fold_after_shift": first_after}
+    if "adaptive" in methods:
+        result["conformal"] = {rate: conformal_walks(args, data, float(rate), first_after)
+                               for rate in args.conformal_rates.split(",")}
+    if "split" in methods:
+        # Split offsets, fitted by each fold's model on its validation split and then fixed:
+        # what darts and neuralforecast offer, beside the adaptive ones.
+        result["split"] = conformal_walks(args, data, None, first_after)
+    if "adaptive" in methods:
+        result["cost"] = conformal_cost(args, data)
+    return result
 
 
 def conformal_cost(args, data):
@@ -357,6 +362,8 @@ def main():
     parser.add_argument("--step", type=int, default=1000)
     parser.add_argument("--conformal-rates", default="0.05,0.1,0.2,0.4", help="conformal: the adaptive offsets' rates")
     parser.add_argument("--repeats", type=int, default=3, help="conformal: walks with and without, for its cost")
+    parser.add_argument("--conformal-methods", default="adaptive,split",
+                        help="conformal: adaptive (every rate, and its cost), split, or both")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--symbols", type=int, default=10)
     parser.add_argument("--folds", type=int, default=20)

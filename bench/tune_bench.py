@@ -3,7 +3,7 @@
 
     python3 bench/tune_bench.py [--qtft build/qtft] [--work DIR] [--json out.json]
                                 [--trials 16] [--eta 3] [--space bench/tune_space.json] [--threads 2]
-                                [--epochs 3] [--max-batches-per-epoch N]
+                                [--epochs 3] [--max-batches-per-epoch N] [--find-lr-steps 100]
 
 Three runs, one after the other, each timed on the wall clock:
   defaults: `qtft train --epochs 3 --hidden-size 32` (scripts/train.sh's demo), its best
@@ -11,7 +11,12 @@ Three runs, one after the other, each timed on the wall clock:
   halving:  `qtft tune --tune-file SPACE --trials 16 --epochs 3`: 16 trials on 1/9 of the
             demo's budget (a third of an epoch), the best 5 on 1/3, the best on all 3 epochs;
   random:   `qtft tune --method random` with the same trials, each on the budget halving
-            spent divided among them.
+            spent divided among them;
+  nproc:    the halving search again with `--nproc 2` (two worker processes, one thread
+            each, instead of one process of --threads threads): its wall time, and whether
+            it promoted the same trials;
+  find-lr:  `qtft tune --find-lr` on the demo's setup (--find-lr-steps from 1e-6 to 1): the rate
+            it suggests, and the seconds the sweep took.
 Every trial trains the embedded data with the demo's options bar the ones the space draws.
 The JSON records every trial run from the journals, the command and the CPU. Run on an
 otherwise idle machine.
@@ -42,11 +47,12 @@ def budget_flags(args):
     return flags
 
 
-def search(args, method):
-    output = os.path.join(args.work, method)
+def search(args, method, nproc=1):
+    output = os.path.join(args.work, method if nproc == 1 else f"{method}-nproc{nproc}")
     shutil.rmtree(output, ignore_errors=True)
+    threads = ["--threads", str(args.threads)] if nproc == 1 else ["--nproc", str(nproc)]
     wall = timed([args.qtft, "tune", "--tune-file", args.space, "--trials", str(args.trials), "--eta", str(args.eta),
-                  "--method", method, *budget_flags(args), "--threads", str(args.threads), "--output", output])
+                  "--method", method, *budget_flags(args), *threads, "--output", output])
     with open(os.path.join(output, "journal.json")) as f:
         runs = json.load(f)["runs"]
     last_rung = max(r["rung"] for r in runs)
@@ -68,6 +74,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--max-batches-per-epoch", type=int, default=0)
+    parser.add_argument("--find-lr-steps", type=int, default=100)
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
 
@@ -78,13 +85,24 @@ def main():
         defaults_loss = json.load(f)["val_loss"]
     halving = search(args, "halving")
     random = search(args, "random")
+    side_by_side = search(args, "halving", nproc=2)
+    promoted = lambda s: sorted((r["rung"], r["trial"]) for r in s["runs"])
+    side_by_side["same_trials_promoted"] = promoted(side_by_side) == promoted(halving)
+    side_by_side["wall_ratio_to_one_process"] = side_by_side["wall_seconds"] / halving["wall_seconds"]
+    lr_dir = os.path.join(args.work, "find-lr")
+    shutil.rmtree(lr_dir, ignore_errors=True)
+    lr_wall = timed([args.qtft, "tune", "--find-lr", "--find-lr-steps", str(args.find_lr_steps), "--hidden-size", "32",
+                     "--threads", str(args.threads), "--output", lr_dir])
+    with open(os.path.join(lr_dir, "lr_find.json")) as f:
+        lr_find = json.load(f)
+    lr_find["wall_seconds"] = lr_wall
     h, r = halving["best"]["val_loss"], random["best"]["val_loss"]
     result = {
         "cpu": cpu_name(), "cores": os.cpu_count(), "command": command_line("tune_bench.py"),
         "trials": args.trials, "eta": args.eta, "epochs": args.epochs,
         "max_batches_per_epoch": args.max_batches_per_epoch, "space": json.load(open(args.space)),
         "defaults": {"val_loss": defaults_loss, "wall_seconds": defaults_wall},
-        "halving": halving, "random": random,
+        "halving": halving, "random": random, "halving_nproc2": side_by_side, "find_lr": lr_find,
         "halving_below_defaults": 1 - h / defaults_loss,
         "halving_below_random": 1 - h / r,
         # In the demo's budgets (one budget: 3 epochs of the embedded data).
@@ -96,6 +114,10 @@ def main():
           f"{halving['budgets_spent']:.2f} budgets")
     print(f"random:   best {r:.5f} (trial {random['best']['trial']}); halving {100 * result['halving_below_random']:.1f}% "
           f"below it; {random['wall_seconds']:.0f} s, {random['budgets_spent']:.2f} budgets")
+    print(f"nproc 2:  {side_by_side['wall_seconds']:.0f} s ({side_by_side['wall_ratio_to_one_process']:.2f} of one "
+          f"process), the same trials promoted: {side_by_side['same_trials_promoted']}")
+    print(f"find-lr:  suggests {lr_find['suggested_learning_rate']} (lowest loss at "
+          f"{lr_find['lowest_loss_learning_rate']}), {lr_wall:.0f} s")
     finish(result, args.json)
 
 

@@ -25,7 +25,6 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 constexpr const char* kBlue = "#1f77b4";
-constexpr const char* kLightBlue = "#aec7e8";
 constexpr const char* kOrange = "#ff7f0e";
 constexpr const char* kGrey = "#c7c7c7";
 
@@ -142,15 +141,15 @@ std::string search_table(const Json& identity, const Json& runs) {
 }  // namespace
 
 std::string lr_range_chart(const Json& lr_find) {
-  std::vector<double> x, loss, smoothed;
+  // The moving average alone, as Lightning draws it: one batch's loss swings, and the run-away
+  // losses at the end would flatten the rest of the curve.
+  std::vector<double> x, smoothed;
   for (const auto& p : lr_find.at("points")) {
     x.push_back(std::log10(p.at("learning_rate").get<double>()));
-    loss.push_back(number_or_nan(p, "loss"));
     smoothed.push_back(number_or_nan(p, "smoothed"));
   }
-  SvgChart chart(720, 300, "Learning-rate range test: the loss as the rate grows (one step at each rate)");
-  chart.line(x, loss, kLightBlue, "batch loss", 1.0);
-  chart.line(x, smoothed, kBlue, "moving average", 2.0);
+  SvgChart chart(720, 300, "Learning-rate range test");
+  chart.line(x, smoothed, kBlue, "loss, moving average", 2.0);
   const double suggested = number_or_nan(lr_find, "suggested_learning_rate");
   if (std::isfinite(suggested) && !x.empty()) {
     double low = INFINITY, high = -INFINITY;

@@ -242,6 +242,16 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
   if (o.random_budget < 0 || o.random_budget > 1) {
     throw UsageError("--random-budget " + format_number(o.random_budget) + ": must lie in [0, 1]");
   }
+  if (o.time_budget_seconds < 0) {
+    throw UsageError("--time-budget " + format_number(o.time_budget_seconds) + ": must be positive (0: none)");
+  }
+  if (o.workers < 1 || o.worker < 0 || o.worker >= o.workers) {
+    throw UsageError("tune: worker " + std::to_string(o.worker) + " of " + std::to_string(o.workers));
+  }
+  if (o.workers > 1 && o.time_budget_seconds > 0) {
+    // A worker out of time cannot tell which of the others' trials are still training.
+    throw UsageError("--time-budget: not with --nproc yet; give one or the other");
+  }
   check_training_setup(o.base);
   const auto rungs = halving_rungs(o.trials, o.eta);
   // The bars are counted once: each trial's fraction of an epoch is a share of its batches.
@@ -253,13 +263,6 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
   }
   events.planned(rungs, batches_per_epoch(series_bars, o.base));
 
-  if (o.workers < 1 || o.worker < 0 || o.worker >= o.workers) {
-    throw UsageError("tune: worker " + std::to_string(o.worker) + " of " + std::to_string(o.workers));
-  }
-  if (o.workers > 1 && o.time_budget_seconds > 0) {
-    // A worker out of time cannot tell which of the others' trials are still training.
-    throw UsageError("--time-budget: not with --nproc yet; give one or the other");
-  }
   fs::create_directories(o.output / "trials");
   // One search at a time in a folder (each worker of one run side by side holds its own).
   io::OutputLock lock(o.workers > 1 ? worker_journal(o.output, o.worker) : o.output / "journal.json");
@@ -269,9 +272,6 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
   outcome.journal = journal.path();
   if (!journal.runs().empty()) events.resumed(static_cast<int64_t>(journal.runs().size()));
   const auto stop = [&] { return o.base.stop_requested && o.base.stop_requested(); };
-  if (o.time_budget_seconds < 0) {
-    throw UsageError("--time-budget " + format_number(o.time_budget_seconds) + ": must be positive (0: none)");
-  }
   const auto out_of_time = [&] {
     if (o.time_budget_seconds <= 0) return false;
     double spent = 0;

@@ -11,6 +11,7 @@
 #include "qtft/data/bars/backtest_forecasts.h"
 #include "qtft/data/bars/bars.h"
 #include "support/bar_files.h"
+#include "support/browser.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
 
@@ -20,33 +21,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 namespace fs = std::filesystem;
-
-// Rendered by Debian's chromium: every chart laid out with its marks (the page's own count),
-// and a screenshot kept beside the build, as `shot_name`, for a person to look at.
-void expect_renders_in_a_browser(const std::string& html, const std::string& shot_name) {
-  const auto page = read_text(html);
-  const std::string shot = std::string(QTFT_BUILD_DIR) + "/tests/" + shot_name;
-  fs::remove(shot);
-  const std::string browser =
-      "chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,3200 "
-      "--virtual-time-budget=5000 ";
-  const std::string dom = html + ".dom";
-  ASSERT_EQ(
-      std::system((kHangGuard + " " + browser + "--dump-dom 'file://" + html + "' >'" + dom + "' 2>/dev/null").c_str()),
-      0)
-      << "is Debian's chromium installed? scripts/test.sh installs it";
-  const auto rendered = read_text(dom);
-  const auto at = page.find("data-charts=\"") + 13;
-  const auto charts = page.substr(at, page.find('"', at) - at);  // how many the page drew
-  EXPECT_NE(charts, "0");
-  EXPECT_THAT(rendered, HasSubstr("data-charts-rendered=\"" + charts + "\"")) << html;
-  ASSERT_EQ(
-      std::system(
-          (kHangGuard + " " + browser + "--screenshot='" + shot + "' 'file://" + html + "' >/dev/null 2>&1").c_str()),
-      0);
-  ASSERT_TRUE(fs::exists(shot));
-  EXPECT_GT(fs::file_size(shot), 20'000u);  // a page of charts, not a blank one
-}
 
 class BacktestCli : public ::testing::Test {
  protected:
@@ -81,7 +55,8 @@ TEST_F(BacktestCli, RefusesBadInputInOneLineAndWritesNothing) {
       {walk("--int8 --output '" + out + "'"), "--int8 forecasts with each fold's int8 export", 2},
       {"report --backtest '" + dir_.path().string() + "' --output '" + dir_.file("r.html") + "'",
        "not a backtest's output (no folds.json)", 2},
-      {"report --output '" + dir_.file("r.html") + "'", "give --backtest DIR (a backtest's output) or --load-model", 2},
+      {"report --output '" + dir_.file("r.html") + "'",
+       "give --backtest DIR (a backtest's output), --tune DIR (a search's) or --load-model", 2},
   };
   for (const auto& c : cases) {
     const auto run = run_qtft(dir_, c.args, kHangGuard);

@@ -10,6 +10,7 @@
 
 #include "qtft/data/bars/bars.h"
 #include "support/bar_files.h"
+#include "support/browser.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
 
@@ -52,7 +53,7 @@ TEST_F(TuneCli, FindsALearningRateThenSearchesAndTheReportDrawsBoth) {
   const double suggested = curve.at("suggested_learning_rate").get<double>();
   EXPECT_LT(suggested, points.back().at("learning_rate").get<double>());
   EXPECT_THAT(run.out, HasSubstr("Suggested learning rate: "));
-  EXPECT_THAT(read_text(out + "/lr_find.html"), HasSubstr("Learning-rate range test: the loss as the rate grows"));
+  EXPECT_THAT(read_text(out + "/lr_find.html"), HasSubstr("aria-label=\"Learning-rate range test\""));
   EXPECT_FALSE(fs::exists(out + "/journal.json"));  // the range test is no search
 
   run = run_qtft(dir_, tune("--tune-file " + dir_.file("space.json") + " --trials 2 --eta 2 --output " + out),
@@ -64,8 +65,9 @@ TEST_F(TuneCli, FindsALearningRateThenSearchesAndTheReportDrawsBoth) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto page = read_text(html);
   EXPECT_THAT(page, HasSubstr("The trials rung after rung"));
-  EXPECT_THAT(page, HasSubstr("Learning-rate range test: the loss as the rate grows"));
+  EXPECT_THAT(page, HasSubstr("aria-label=\"Learning-rate range test\""));
   EXPECT_THAT(page, HasSubstr("<tr style=\"font-weight:bold\"><td>"));  // the winner's row
+  expect_renders_in_a_browser(html, "tune_report.png");
 }
 
 // The runs of a journal as (rung, trial) -> validation loss.

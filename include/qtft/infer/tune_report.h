@@ -11,7 +11,7 @@
 namespace qtft::infer {
 
 // The range test's curve (train::to_json(LrRangeResult)'s document) as one SVG chart: the
-// batch losses, their moving average and the suggested rate, against the rate on a log scale.
+// losses' moving average and the suggested rate, against the rate on a log scale.
 std::string lr_range_chart(const nlohmann::json& lr_find);
 
 // A page holding that chart alone, for `qtft tune --find-lr`'s lr_find.html.

@@ -95,9 +95,9 @@ struct TuneOptions {
   // Trials side by side (`qtft tune --nproc N` starts N worker processes): this process is
   // worker `worker` of `workers`. Each trains every workers-th trial of a rung, in the rung's
   // order, recording it in a journal of its own (journal-worker-W.json, read by the others),
-  // and waits at the rung's end until every trial of it is recorded; the first worker then
-  // promotes as one process would, writes journal.json with every run and saves the best. A
-  // search stopped under one --nproc goes on under any other. 1: alone.
+  // and waits at the rung's end until every trial of it is recorded; then every worker
+  // promotes alike, as one process would. At the end the first writes journal.json with every
+  // run and saves the best. A search stopped under one --nproc goes on under any other. 1: alone.
   int64_t workers = 1, worker = 0;
   std::filesystem::path output;  // journal.json, trials/, best.safetensors
 };

@@ -48,13 +48,14 @@ class TrialPrinter : public train::TuneEvents {
   // Side by side, each worker's lines name it.
   explicit TrialPrinter(std::string prefix) : prefix_(std::move(prefix)) {}
   void planned(const std::vector<train::Rung>& rungs, int64_t batches) override {
-    std::printf("Successive halving's rungs (an epoch is about %lld batches):", static_cast<long long>(batches));
+    std::printf("%sSuccessive halving's rungs (an epoch is about %lld batches):", prefix_.c_str(),
+                static_cast<long long>(batches));
     for (const auto& r : rungs)
       std::printf(" %lld trials at %.3g of the budget;", static_cast<long long>(r.trials), r.budget);
     std::printf("\n");
   }
   void resumed(int64_t runs) override {
-    std::printf("Resuming: %lld trial runs are in the journal\n", static_cast<long long>(runs));
+    std::printf("%sResuming: %lld trial runs are in the journals\n", prefix_.c_str(), static_cast<long long>(runs));
   }
   void trial_finished(const train::TrialRun& run) override {
     std::string scored = std::isfinite(run.val_loss) ? std::to_string(run.val_loss) : "failed";
@@ -84,13 +85,14 @@ void find_learning_rate(const TuneFlags& f, const train::TuneOptions& o) {
   const auto json_path = o.output / "lr_find.json", page_path = o.output / "lr_find.html";
   io::write_file_atomically(json_path, document.dump(2) + "\n");
   io::write_file_atomically(page_path, infer::lr_range_page(document, "Learning-rate range test"));
-  // The curve in a dozen rows: the rate and the smoothed loss.
+  // The curve in a dozen rows: the rate and the loss's moving average.
   const size_t n = result.points.size();
+  if (n > 0) std::printf("  %15s  loss (moving average)\n", "rate");
   for (size_t k = 0; k < 12 && n > 0; ++k) {
     const auto& p = result.points[k * (n - 1) / 11];
-    std::printf("  rate %10.3g  loss %.5f\n", p.learning_rate, p.smoothed);
+    std::printf("  %15.3g  %.5f\n", p.learning_rate, p.smoothed);
   }
-  if (result.diverged) std::printf("The loss diverged after %zu steps; the sweep stopped there.\n", n);
+  if (result.diverged) std::printf("The loss ran away after %zu steps; the sweep stopped there.\n", n);
   if (std::isfinite(result.suggested)) {
     std::printf("Suggested learning rate: %.3g (where the smoothed loss falls fastest; it was lowest at %.3g)\n",
                 result.suggested, result.lowest_loss_rate);

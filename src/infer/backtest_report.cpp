@@ -21,16 +21,15 @@ namespace {
 
 using detail::cell;
 using detail::escape_html;
+using detail::kBlue;
+using detail::kGreen;
+using detail::kGrey;
+using detail::kOrange;
 using detail::number_at;
 using detail::section;
 using detail::SvgChart;
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
-
-constexpr const char* kBlue = "#1f77b4";
-constexpr const char* kOrange = "#ff7f0e";
-constexpr const char* kGreen = "#2ca02c";
-constexpr const char* kGrey = "#7f7f7f";
 
 Json read_record(const fs::path& folder) {
   const fs::path record = folder / "folds.json";

@@ -14,10 +14,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr const char* kBlue = "#1f77b4";
-constexpr const char* kOrange = "#ff7f0e";
-constexpr const char* kGreen = "#2ca02c";
-
 std::vector<std::pair<std::string, double>> weights_of(const Json& weights, size_t top) {
   std::vector<std::pair<std::string, double>> rows;
   for (const auto& [name, w] : weights.items()) rows.emplace_back(name, w.get<double>());

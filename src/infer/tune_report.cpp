@@ -19,14 +19,12 @@ namespace {
 
 using detail::cell;
 using detail::escape_html;
+using detail::kBlue;
+using detail::kOrange;
 using detail::section;
 using detail::SvgChart;
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
-
-constexpr const char* kBlue = "#1f77b4";
-constexpr const char* kOrange = "#ff7f0e";
-constexpr const char* kGrey = "#c7c7c7";
 
 Json read_json(const fs::path& path) {
   std::ifstream in(path);
@@ -75,7 +73,7 @@ std::string trials_chart(const Json& runs, const Json* best, const std::string& 
   SvgChart chart(720, 300, "The trials rung after rung: " + objective + " (lower is better) against the budget");
   const int64_t best_trial = best ? best->at("trial").get<int64_t>() : -1;
   for (const auto& [trial, xy] : by_trial) {
-    if (trial != best_trial) chart.line(xy.first, xy.second, kGrey, "", 1.0);
+    if (trial != best_trial) chart.line(xy.first, xy.second, detail::kLightGrey, "", 1.0);
   }
   if (best) {
     const auto& xy = by_trial.at(best_trial);

@@ -9,6 +9,14 @@
 
 namespace qtft::infer::detail {
 
+// The reports' colours (matplotlib's first ones, which readers know), and a light grey for
+// lines drawn only as context.
+inline constexpr const char* kBlue = "#1f77b4";
+inline constexpr const char* kOrange = "#ff7f0e";
+inline constexpr const char* kGreen = "#2ca02c";
+inline constexpr const char* kGrey = "#7f7f7f";
+inline constexpr const char* kLightGrey = "#c7c7c7";
+
 // Text safe inside HTML and SVG.
 std::string escape_html(const std::string& text);
 

@@ -37,7 +37,7 @@ TEST(Cli, DeviceFlagIsTakenByTheCommandsPinnedToTheCpu) {
   test::TempDir dir;
   for (std::string cmd :
        {"make-data", "prepare", "convert", "inspect", "train", "evaluate", "predict", "forecast", "explain", "quantize",
-        "export-int8", "memory-report", "diff", "watch", "backtest", "report"}) {
+        "export-int8", "export-onnx", "memory-report", "diff", "watch", "backtest", "tune", "report"}) {
     auto run = qtft(dir, cmd + " --help");
     ASSERT_EQ(run.exit_code, 0) << cmd << "\n" << run.err;
     EXPECT_EQ(run.out.find("--device") != std::string::npos, test::takes_device_flag(cmd)) << cmd;

@@ -27,9 +27,10 @@ class TuneCli : public ::testing::Test {
     data::write_bars_csv(regular_bar_set(300, 2), csv_);
     std::ofstream(dir_.file("space.json")) << R"({"hidden_size": [8, 16], "dropout": {"min": 0, "max": 0.2}})";
   }
-  std::string tune(const std::string& more) const {
+  std::string tune(const std::string& more, const std::string& epochs = "2") const {
     return "tune --csv-file '" + csv_ +
-           "' --encoder-length 12 --horizon 3 --hidden-size 8 --attention-heads 2 --epochs 2 --batch-size 32 " + more;
+           "' --encoder-length 12 --horizon 3 --hidden-size 8 --attention-heads 2 --epochs " + epochs +
+           " --batch-size 32 " + more;
   }
   TempDir dir_;
   std::string csv_;
@@ -96,6 +97,33 @@ TEST_F(TuneCli, TrialsSideBySideEndAsTheSearchOfOneProcess) {
   const auto best = alone.out.substr(alone.out.find("Best: trial "));
   EXPECT_THAT(side.out, HasSubstr(best.substr(0, best.find(','))));
   EXPECT_TRUE(fs::exists(dir_.file("side") + "/best.safetensors"));
+}
+
+TEST_F(TuneCli, ASearchSideBySideStoppedByCtrlCGoesOnToTheSameEnd) {
+  // A budget of 16 epochs: the search takes several seconds, most of them in its last rungs.
+  const std::string space = " --tune-file " + dir_.file("space.json") + " --trials 4 --eta 2 --output ";
+  ASSERT_EQ(run_qtft(dir_, tune(space + dir_.file("alone"), "16"), kHangGuard).exit_code, 0);
+  // A SIGTERM to the launcher once a worker has recorded a trial (SIGINT, a terminal's Ctrl-C,
+  // reaches a background job of a script as ignored): the launcher passes it on as a Ctrl-C,
+  // and the workers stop where they stand, a trial part-trained included.
+  const std::string out = dir_.file("side.out"), err = dir_.file("side.err");
+  const std::string script = "'" + std::string(QTFT_CLI_PATH) + "' " +
+                             on_the_cpu(tune(space + dir_.file("side") + " --nproc 2", "16")) + " >'" + out + "' 2>'" +
+                             err + "' & pid=$!; n=0; until grep -q ' rung 0 ' '" + out +
+                             "' || [ $n -ge 3000 ]; do sleep 0.1; n=$((n+1)); done; kill -TERM $pid; wait $pid";
+  std::ofstream(dir_.file("stop.sh")) << script << "\n";
+  const int status = std::system(("sh '" + dir_.file("stop.sh") + "'").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130) << read_text(out) << read_text(err);
+  EXPECT_THAT(read_text(err), HasSubstr("run the same command again to go on"));
+  EXPECT_FALSE(fs::exists(dir_.file("side") + "/best.safetensors"));
+  // Run again, alone this time: it takes in the workers' journals and ends as the search
+  // that never stopped.
+  auto resumed = run_qtft(dir_, tune(space + dir_.file("side"), "16"), kHangGuard);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_THAT(resumed.out, HasSubstr("Resuming: "));
+  EXPECT_EQ(losses_in(dir_.file("side") + "/journal.json"), losses_in(dir_.file("alone") + "/journal.json"));
+  EXPECT_FALSE(fs::exists(dir_.file("side") + "/journal-worker-0.json"));
 }
 
 TEST_F(TuneCli, RefusesBadInputInOneLine) {

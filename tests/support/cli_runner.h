@@ -33,8 +33,8 @@ inline const std::string kHangGuard = "timeout -s KILL 300";
 // model_run.cpp add too). Cli.DeviceFlagIsTakenByTheCommandsPinnedToTheCpu checks the list
 // against each command's --help.
 inline bool takes_device_flag(const std::string& command) {
-  static const std::set<std::string> commands{"backtest", "evaluate", "explain", "forecast", "memory-report",
-                                              "predict",  "quantize", "report",  "train",    "watch"};
+  static const std::set<std::string> commands{"backtest", "evaluate", "explain", "forecast", "memory-report", "predict",
+                                              "quantize", "report",   "train",   "tune",     "watch"};
   return commands.count(command) > 0;
 }
 

@@ -48,7 +48,12 @@ const Json* best_run(const Json& runs) {
   const Json* best = nullptr;
   for (const auto& r : runs) {
     if (r.at("rung").get<int64_t>() != top || !r.at("objective").is_number()) continue;
-    if (!best || r.at("objective").get<double>() < best->at("objective").get<double>()) best = &r;
+    const double objective = r.at("objective").get<double>();
+    const double best_objective = best ? best->at("objective").get<double>() : INFINITY;
+    if (!best || objective < best_objective ||
+        (objective == best_objective && r.at("trial").get<int64_t>() < best->at("trial").get<int64_t>())) {
+      best = &r;
+    }
   }
   return best;
 }

@@ -35,10 +35,8 @@ Json read_json(const fs::path& path) {
   }
 }
 
-double number_or_nan(const Json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : NAN;
-}
+// A run's or a point's number by key: NaN when absent or null (a failed trial's loss).
+double number_or_nan(const Json& j, const char* key) { return detail::number_at(j, Json::json_pointer() / key); }
 
 // The run that won: the best objective of the highest rung any trial reached (ties to the
 // earlier trial), as train::run_tune picks it. Null when no run there trained.

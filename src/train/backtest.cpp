@@ -381,17 +381,17 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     data::BacktestForecastWriter part(part_path(o.output, k).string(), rows.rows().quantiles);
     eval::ExplanationAccumulator explanation(dataset.schema(), dataset.options());
     double conformal_seconds = 0.0;  // what the offsets cost the fold: their walk, their tallies, their save
-    // Split offsets: those the fold's model fitted on its validation split as it trained (an
-    // int8 export carries none: its FP32 model's).
+    // Split offsets: those the fold's model fitted on its validation split as it trained (its
+    // int8 export carries them too).
     std::optional<eval::FixedConformalTallies> split;
     if (o.split_conformal) {
-      auto calibration = o.int8 ? artifact::load_model_file(trained_model).conformal : loaded.file.conformal;
+      const auto& calibration = loaded.file.conformal;
       if (!calibration || calibration->method != "split") {
         throw Error(trained_model.string() +
                     ": holds no split conformal offsets (qtft.conformal); the backtest began without "
                     "--conformal split: start it anew in another folder");
       }
-      split.emplace(std::move(*calibration), loaded.model->options().quantiles());
+      split.emplace(*calibration, loaded.model->options().quantiles());
     }
     const auto evaluation = eval::evaluate_windows_for_desk(
         loaded.model, dataset, data::Split::All, windows, o.forecast_batch_size, loaded.device, o.cost_bps,

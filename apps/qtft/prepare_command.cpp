@@ -39,7 +39,7 @@ void add_prepare_command(CLI::App& app) {
     const auto store = data::prepare_feature_store(f.data.source, options, model ? &model->features : nullptr);
     print_store(store);
     std::cout << "Data: " << data::describe_source(f.data.source) << "\n"
-              << data::summarize_dataset(data::map_feature_store(store.path));
+              << data::summarize_dataset(data::map_feature_store(store.path, options));
   });
 }
 

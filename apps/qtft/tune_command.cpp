@@ -57,6 +57,7 @@ class TrialPrinter : public train::TuneEvents {
   void resumed(int64_t runs) override {
     std::printf("%sResuming: %lld trial runs are in the journals\n", prefix_.c_str(), static_cast<long long>(runs));
   }
+  void feature_store_ready(const data::StorePreparation& store) override { print_store(store); }
   void trial_finished(const train::TrialRun& run) override {
     std::string scored = std::isfinite(run.val_loss) ? std::to_string(run.val_loss) : "failed";
     if (std::isfinite(run.val_loss) && run.objective != run.val_loss) {

@@ -223,14 +223,26 @@ void score_on_validation(const fs::path& path, const data::BarSource& source, Tu
                          const TrainingSetup& setup, TrialRun& run) {
   auto loaded = artifact::load_model(path, setup.device);
   loaded.model->eval();
-  const auto bars = data::load_bars(data::with_model_inputs(source, loaded.file.features));
-  const auto dataset = data::Dataset::build(bars, loaded.file.dataset, loaded.file.features);
+  // The trials' store when there is one (the model's inputs are its own: it maps as is).
+  const auto dataset = data::open_dataset(source, loaded.file.dataset, &loaded.file.features);
   const auto desk = eval::evaluate_for_desk(loaded.model, dataset, data::Split::Validation, setup.train.eval_batch_size,
                                             loaded.device, 0.0)
                         .desk;
   run.ic = desk.ic_pooled.empty() ? NAN : desk.ic_pooled.front().ic;
   run.coverage = desk.interval_coverage;
   run.objective = objective == TuneObjective::Ic ? -run.ic : std::abs(desk.interval_coverage - desk.interval_nominal);
+}
+
+// Where the trials read their data: one feature store for all of them. A dataset folder
+// has its own (or --feature-store's); a single file's is kept in the search's folder, so
+// that no trial reads and featurizes the file again. The store holds no windows, so the
+// trials of every encoder length map the same one. The embedded data stays in memory.
+data::BarSource trial_source(const TuneOptions& o) {
+  data::BarSource source = o.source;
+  if (!source.in_memory && !source.uses_embedded_data() && source.feature_store_folder().empty()) {
+    source.feature_store = (o.output / "features").string();
+  }
+  return source;
 }
 
 }  // namespace
@@ -264,6 +276,13 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
   events.planned(rungs, batches_per_epoch(series_bars, o.base));
 
   fs::create_directories(o.output / "trials");
+  const data::BarSource source = trial_source(o);
+  if (!source.feature_store_folder().empty()) {
+    // Prepared before the trials, once. Side by side, each worker may build it on the first
+    // run; a store is written under a temporary name and renamed, and every build is the
+    // same bytes.
+    events.feature_store_ready(data::prepare_feature_store(source, o.base.dataset, nullptr));
+  }
   // One search at a time in a folder (each worker of one run side by side holds its own).
   io::OutputLock lock(o.workers > 1 ? worker_journal(o.output, o.worker) : o.output / "journal.json");
   Journal journal(o, tune_identity(o));
@@ -297,7 +316,7 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
     const auto start = std::chrono::steady_clock::now();
     try {
       TrainingRequest request;
-      request.source = o.source;
+      request.source = source;
       request.setup = apply_trial(o.base, run.options);
       const double epochs = budget * static_cast<double>(o.base.train.epochs);
       if (epochs >= 1.0) {
@@ -316,7 +335,7 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
       run.val_loss = trained.result.best_val.loss;
       run.objective = run.val_loss;
       if (o.objective != TuneObjective::Loss) {
-        score_on_validation(request.save_model, o.source, o.objective, request.setup, run);
+        score_on_validation(request.save_model, source, o.objective, request.setup, run);
       }
     } catch (const Interrupted&) {
       return std::nullopt;

@@ -138,7 +138,7 @@ data::Dataset open_source_data(const data::BarSource& source, const data::Datase
   if (!builder) store = data::prepare_feature_store(source, options, saved, data::StoreAccess::MustExist);
   events.feature_store_ready(*store);
   if (store_path && builder) *store_path = store->path;
-  return data::map_feature_store(store->path);
+  return data::map_feature_store(store->path, options);
 }
 
 std::string too_few_new_bars(const std::vector<artifact::BarsAdded>& added, const std::vector<int64_t>& new_bars,

@@ -152,7 +152,7 @@ TEST(CalendarInputs, TheZoneNamesTheFeatureStore) {
   EXPECT_TRUE(chicago.built);
   EXPECT_NE(chicago.path, utc.path);
   EXPECT_FALSE(prepare_feature_store(source, windows, nullptr).built);
-  EXPECT_EQ(map_feature_store(chicago.path).schema().calendar_timezone(), "America/Chicago");
+  EXPECT_EQ(map_feature_store(chicago.path, windows).schema().calendar_timezone(), "America/Chicago");
 }
 
 TEST(CalendarInputs, AnUnknownZoneNamesTheSourceAndTheFlag) {

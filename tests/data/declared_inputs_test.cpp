@@ -386,7 +386,7 @@ TEST(DeclaredInputs, AFolderAndItsStoreCarryThemBitwiseAsMemoryDoes) {
   BarSource fewer = source;
   fewer.read.inputs = {{"lead_signal"}, {}};
   EXPECT_TRUE(prepare_feature_store(fewer, windows, nullptr).built);
-  EXPECT_EQ(map_feature_store(prepare_feature_store(fewer, windows, nullptr).path).notes().unused_columns,
+  EXPECT_EQ(map_feature_store(prepare_feature_store(fewer, windows, nullptr).path, windows).notes().unused_columns,
             (Names{"f00", "f01", "f02", "event_flag", "vol_class"}));
 }
 

@@ -100,7 +100,8 @@ TEST_F(FeatureStore, AFolderIsServedFromItsStoreBitwiseAsFromMemory) {
   const auto again = prepare_feature_store(source_, small_windows(), &spec);
   EXPECT_FALSE(again.built);
   EXPECT_EQ(again.path, seen.path);
-  expect_bitwise_equal(map_feature_store(again.path), Dataset::build(load_bars(source_), small_windows(), spec));
+  expect_bitwise_equal(map_feature_store(again.path, small_windows()),
+                       Dataset::build(load_bars(source_), small_windows(), spec));
 }
 
 TEST_F(FeatureStore, ASingleFileWithAStoreFolderToo) {
@@ -113,7 +114,8 @@ TEST_F(FeatureStore, ASingleFileWithAStoreFolderToo) {
   other.target_scale *= 2;
   const auto applied = prepare_feature_store(csv, small_windows(), &other);
   EXPECT_TRUE(applied.built);
-  expect_bitwise_equal(map_feature_store(applied.path), Dataset::build(load_bars(csv), small_windows(), other));
+  expect_bitwise_equal(map_feature_store(applied.path, small_windows()),
+                       Dataset::build(load_bars(csv), small_windows(), other));
   EXPECT_EQ(stores_in(csv.feature_store), 2u);
 }
 
@@ -123,7 +125,7 @@ TEST_F(FeatureStore, AStoreFolderInsideTheDatasetIsNotReadAsData) {
   const auto built = prepare_feature_store(inside, small_windows(), nullptr);
   EXPECT_TRUE(built.built);
   EXPECT_FALSE(prepare_feature_store(inside, small_windows(), nullptr).built);
-  expect_bitwise_equal(map_feature_store(built.path), in_memory());
+  expect_bitwise_equal(map_feature_store(built.path, small_windows()), in_memory());
 }
 
 TEST_F(FeatureStore, ReusedOnlyForTheSameFilesAndOptions) {
@@ -134,12 +136,26 @@ TEST_F(FeatureStore, ReusedOnlyForTheSameFilesAndOptions) {
   EXPECT_FALSE(reused.built);
   EXPECT_EQ(reused.path, first.path);
 
+  // Other windows read the same rows: one store serves them (the trials of qtft tune).
   DatasetOptions longer = small_windows();
   longer.encoder_length = 32;
-  const auto other_options = prepare_feature_store(source_, longer, nullptr);
-  EXPECT_TRUE(other_options.built);
-  EXPECT_NE(other_options.path, first.path);
-  EXPECT_THAT(other_options.reason, HasSubstr("was built with other options"));
+  longer.horizon = 5;
+  const auto other_windows = prepare_feature_store(source_, longer, nullptr);
+  EXPECT_FALSE(other_windows.built);
+  EXPECT_EQ(other_windows.path, first.path);
+  const Dataset windowed = map_feature_store(other_windows.path, longer);
+  EXPECT_EQ(windowed.options().encoder_length, 32);
+  expect_bitwise_equal(windowed, Dataset::build(load_bars(source_), longer));
+  // Other splits fit the inputs on other training rows: another store, and the first
+  // cannot be windowed with them.
+  DatasetOptions later_validation = small_windows();
+  later_validation.validation_fraction = 0.1;
+  const auto other_splits = prepare_feature_store(source_, later_validation, nullptr);
+  EXPECT_TRUE(other_splits.built);
+  EXPECT_NE(other_splits.path, first.path);
+  EXPECT_THAT(other_splits.reason, HasSubstr("was built with other options"));
+  EXPECT_THAT(test::error_message([&] { map_feature_store(first.path, later_validation); }),
+              HasSubstr(first.path + ": the feature store was built for the splits"));
 
   // Bars appended later, as a new file: detected, never ignored.
   BarSet more = generate_synthetic_symbol(several_years(), 0);
@@ -150,7 +166,7 @@ TEST_F(FeatureStore, ReusedOnlyForTheSameFilesAndOptions) {
   EXPECT_THAT(appended.reason, HasSubstr("the source's files changed"));
   EXPECT_THAT(appended.reason, HasSubstr("added"));
   EXPECT_EQ(appended.series, 4);
-  expect_bitwise_equal(map_feature_store(appended.path), in_memory());
+  expect_bitwise_equal(map_feature_store(appended.path, small_windows()), in_memory());
 }
 
 TEST_F(FeatureStore, WaitingRanksNeverBuild) {
@@ -170,7 +186,7 @@ TEST_F(FeatureStore, AnIncompleteStoreIsNeverUsed) {
   EXPECT_THAT(test::error_message([&] { prepare_feature_store(source_, small_windows(), nullptr); }),
               HasSubstr(store.path + ": not a complete qtft feature store"));
   fs::resize_file(store.path, 10);
-  EXPECT_THAT(test::error_message([&] { map_feature_store(store.path); }),
+  EXPECT_THAT(test::error_message([&] { map_feature_store(store.path, small_windows()); }),
               HasSubstr("not a complete qtft feature store"));
 }
 
@@ -223,7 +239,8 @@ TEST(FeatureStoreParts, AStoreBuiltAFewRowsAtATimeIsTheSameFile) {
         whole = file_bytes(built.path);
         BarSource in_memory = declared;
         in_memory.in_memory = true;
-        expect_bitwise_equal(map_feature_store(built.path), open_dataset(in_memory, small_windows(), nullptr));
+        expect_bitwise_equal(map_feature_store(built.path, small_windows()),
+                             open_dataset(in_memory, small_windows(), nullptr));
       } else {
         EXPECT_TRUE(file_bytes(built.path) == whole) << part_rows << "-row parts";
       }

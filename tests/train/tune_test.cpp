@@ -8,10 +8,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "qtft/common/error.h"
 #include "qtft/data/bars/bars.h"
 #include "qtft/infer/tune_report.h"
+#include "qtft/train/run_training.h"
 #include "support/bar_files.h"
 #include "support/temp_dir.h"
 #include "support/thrown.h"
@@ -213,6 +215,36 @@ TEST_F(Tune, RandomTrialsShareHalvingsBudget) {
   for (const auto& run : outcome.runs) EXPECT_DOUBLE_EQ(run.budget, 0.75);
   ASSERT_TRUE(outcome.best.has_value());
   for (const auto& run : outcome.runs) EXPECT_LE(outcome.best->val_loss, run.val_loss);
+}
+
+TEST_F(Tune, TrialsOfEveryEncoderLengthTrainFromOneFeatureStore) {
+  std::ofstream(dir_.file("lengths.json")) << R"({"encoder_length": [8, 12]})";
+  auto o = options("lengths");
+  o.tune_file = dir_.file("lengths.json");
+  o.space = read_tune_file(o.tune_file);
+  o.method = TuneMethod::Random;
+  o.random_budget = 0.5;  // one epoch each
+  TuneEvents quiet;
+  const auto outcome = run_tune(o, quiet);
+  ASSERT_EQ(outcome.runs.size(), 4u);
+  std::set<int64_t> lengths;
+  for (const auto& run : outcome.runs) lengths.insert(run.options.at("encoder_length").get<int64_t>());
+  ASSERT_EQ(lengths, (std::set<int64_t>{8, 12}));
+  // A single file's store is kept in the search's folder, one for both lengths.
+  int64_t stores = 0;
+  for (const auto& entry : fs::directory_iterator(o.output / "features")) stores += entry.path().extension() == ".qtfs";
+  EXPECT_EQ(stores, 1);
+  // And it trains each trial as the file read into memory would, bit for bit.
+  for (const auto& run : outcome.runs) {
+    TrainingRequest request;
+    request.source = o.source;
+    request.source.in_memory = true;
+    request.setup = apply_trial(o.base, run.options);
+    request.setup.train.epochs = 1;
+    TrainingEvents none;
+    ProgressReporter silent;
+    EXPECT_EQ(run_training(request, none, silent).result.best_val.loss, run.val_loss) << run.options.dump();
+  }
 }
 
 TEST_F(Tune, RanksByTheValidationSplitsICOrCoverageWhenAsked) {

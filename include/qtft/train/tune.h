@@ -120,6 +120,8 @@ class TuneEvents {
   virtual ~TuneEvents() = default;
   virtual void planned(const std::vector<Rung>& /*rungs*/, int64_t /*batches_per_epoch*/) {}
   virtual void resumed(int64_t /*finished_runs*/) {}
+  // The feature store every trial maps (none for the embedded data or --no-feature-store).
+  virtual void feature_store_ready(const data::StorePreparation& /*store*/) {}
   virtual void trial_started(const TrialRun& /*run*/) {}
   virtual void trial_finished(const TrialRun& /*run*/) {}
   virtual TrainingEvents& training_events() { return quiet_; }

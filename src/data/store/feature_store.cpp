@@ -130,7 +130,7 @@ json fingerprint(const BarSource& source, const json& files, const InputDeclarat
           {"format", source.parquet_file.empty() ? "csv" : "parquet"},
           {"files", files},
           {"columns", read_options_json(source.read, declared)},
-          {"windows", to_json(options)},
+          {"splits", splits_json(options)},
           {"saved_spec", saved ? to_json(*saved) : json(nullptr)}};
   // Only when cut: the stores of whole sources keep the fingerprints they had.
   if (source.is_cut()) fp["bars_between"] = {source.from_ns, source.through_ns};
@@ -220,17 +220,20 @@ std::span<const T> array_at(const MappedStore& store, const json& entry, const c
   return {reinterpret_cast<const T*>(store.file.bytes().data() + offset), count};
 }
 
-Dataset dataset_over(std::shared_ptr<MappedStore> store, const std::string& path) {
+Dataset dataset_over(std::shared_ptr<MappedStore> store, const std::string& path, const DatasetOptions& options) {
   const json& index = store->index;
   if (index.value("format", "") != "qtft-feature-store" || index.value("version", 0) != kFormatVersion) {
     corrupt(path, "another format or version");
   }
-  DatasetOptions options;
+  options.validate();
+  if (index.value("splits", json()) != splits_json(options)) {
+    throw Error(path + ": the feature store was built for the splits " + index.value("splits", json()).dump() +
+                ", not " + splits_json(options).dump());
+  }
   InputSchema spec;
   std::vector<SeriesView> views;
   ReadNotes notes;
   try {
-    options = dataset_options_from_json(index.at("windows"));
     spec = input_schema_from_json(index.at("spec"));
     const uint64_t n_obs = spec.observed.size(), n_known = spec.known.size(), n_static = spec.statics.size();
     for (const auto& e : index.at("series")) {
@@ -304,7 +307,7 @@ std::string why_rebuilt(const fs::path& folder, const json& fp) {
     return "the source's files changed since " + shown + " was built (" + std::to_string(added) + " added, " +
            std::to_string(removed) + " removed, " + std::to_string(changed) + " modified)";
   }
-  return shown + " was built with other options (columns, windows, splits or a model's features)";
+  return shown + " was built with other options (columns, splits or a model's features)";
 }
 
 // The store named by `fp` in `folder`, when one exists and was built from exactly that.
@@ -397,7 +400,9 @@ StorePreparation prepare(const BarSource& given, const DatasetOptions& options, 
 
 }  // namespace
 
-Dataset map_feature_store(const std::string& path) { return dataset_over(open_store(path), path); }
+Dataset map_feature_store(const std::string& path, const DatasetOptions& windows) {
+  return dataset_over(open_store(path), path, windows);
+}
 
 Dataset open_dataset(const BarSource& source, const DatasetOptions& options, const InputSchema* saved,
                      StoreAccess access, const std::function<void(const StorePreparation&)>& prepared) {
@@ -407,7 +412,7 @@ Dataset open_dataset(const BarSource& source, const DatasetOptions& options, con
   }
   const auto store = prepare_feature_store(source, options, saved, access);
   if (prepared) prepared(store);
-  return map_feature_store(store.path);
+  return map_feature_store(store.path, options);
 }
 
 }  // namespace qtft::data

@@ -273,7 +273,7 @@ StorePreparation build_store(const BarSource& source, const DatasetOptions& opti
     out_file.pad();
     const uint64_t data_bytes = out_file.offset();
     json index{{"format", "qtft-feature-store"}, {"version", kFormatVersion}, {"fingerprint", fp},
-               {"windows", to_json(options)},    {"spec", to_json(schema)},   {"bars", out.bars},
+               {"splits", splits_json(options)}, {"spec", to_json(schema)},   {"bars", out.bars},
                {"data_bytes", data_bytes},       {"series", series}};
     if (!spill.unused_columns.empty()) index["unused_columns"] = spill.unused_columns;
     if (spill.leading_null_rows > 0) index["leading_null_rows"] = spill.leading_null_rows;

@@ -15,8 +15,10 @@ namespace qtft::data {
 // share one copy of the data through the page cache.
 //
 // A store is named by a fingerprint of what it was built from (every source file's path,
-// size and modification time; the column and timestamp options; the windows and splits;
-// a saved model's feature spec), so that a store of other files or options is never used.
+// size and modification time; the column and timestamp options; the splits; a saved model's
+// feature spec), so that a store of other files or options is never used. The windows are
+// not in it: a row's features do not depend on how many bars a window reads, so runs of
+// other encoder lengths or horizons (the trials of `qtft tune`) map one store.
 // It is written under a temporary name and renamed, so a store that exists is complete.
 struct StorePreparation {
   std::string path;
@@ -39,9 +41,10 @@ enum class StoreAccess {
 StorePreparation prepare_feature_store(const BarSource& source, const DatasetOptions& options, const InputSchema* saved,
                                        StoreAccess access = StoreAccess::BuildIfNeeded);
 
-// A mapped store as a Dataset; throws qtft::Error naming the file when it is not a complete
-// feature store.
-Dataset map_feature_store(const std::string& path);
+// A mapped store as a Dataset windowed by `windows` (its encoder length and horizon; its
+// splits must be the store's). Throws qtft::Error naming the file when it is not a complete
+// feature store, or was built for other splits.
+Dataset map_feature_store(const std::string& path, const DatasetOptions& windows);
 
 // `source` reading the declared columns that `spec` (a model's) reads, whatever it declared:
 // how bars are read for a saved model. prepare_feature_store and open_dataset apply it.

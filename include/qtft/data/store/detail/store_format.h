@@ -23,9 +23,16 @@ inline constexpr size_t kAlign = 64;
 inline constexpr size_t kFooterBytes = 24;
 inline constexpr uint64_t kMaxIndexBytes = uint64_t{256} << 20;
 // 2: the calendar's terms follow the bars' spacing (a store of daily bars built before
-// holds time of day).
-inline constexpr int kFormatVersion = 2;
+// holds time of day). 3: the index names the splits, not the windows (one store serves
+// every encoder length and horizon).
+inline constexpr int kFormatVersion = 3;
 inline constexpr const char* kExtension = ".qtfs";
+
+// What of the dataset options a store is built for: the splits, which decide the training
+// rows the inputs' statistics are fitted on. The windows are the mapper's.
+inline nlohmann::json splits_json(const DatasetOptions& options) {
+  return {{"validation_fraction", options.validation_fraction}, {"test_fraction", options.test_fraction}};
+}
 
 // Appends arrays to a file, each at an aligned offset; errors (a full disk) name the file.
 class ArrayWriter {

@@ -131,8 +131,8 @@ void add_tune_command(CLI::App& app) {
                   "random: each trial's share of the full budget (0: what halving would spend per trial)")
       ->capture_default_str();
   cmd->add_option("--time-budget", flags->time_budget,
-                  "Seconds of training the search may spend (0: none); out of time, the best of the furthest rung "
-                  "reached wins")
+                  "Seconds of training the search may spend (0: none; with --nproc, the trials' seconds divided by the "
+                  "workers); out of time, the best of the furthest rung reached wins")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--nproc", flags->nproc,
@@ -166,7 +166,6 @@ void add_tune_command(CLI::App& app) {
       // Ctrl-C is passed on to them, and they stop where a search stops.
       if (f.tune_file.empty()) throw UsageError("tune: --tune-file is required (or --find-lr for the range test)");
       train::read_tune_file(f.tune_file);  // a bad file is refused once, here
-      if (f.time_budget > 0) throw UsageError("--time-budget: not with --nproc yet; give one or the other");
       install_interrupt_counter();
       throw ExitCode{run_as_local_workers(f.nproc, std::chrono::seconds(30))};
     }

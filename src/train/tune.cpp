@@ -141,6 +141,7 @@ class Journal {
         main_(o.output / "journal.json"),
         path_(o.workers > 1 ? worker_journal(o.output, o.worker) : main_) {
     document_ = read_journal(path_, o, identity_);
+    if (document_.is_object()) document_.erase("out_of_time");  // a mark of the run before this one
     if (document_.is_null()) {
       document_ = {{"format", kTuneFormat},
                    {"tune_file", o.tune_file.string()},
@@ -184,10 +185,27 @@ class Journal {
     write();
   }
   void write() const { io::write_file_atomically(path_, document_.dump(2) + "\n"); }
+  // Side by side under a time budget, a worker that stops for want of time says so in its
+  // journal. The mark names the budget: a search resumed under a larger one ignores it.
+  void mark_out_of_time(double budget) {
+    document_["out_of_time"] = budget;
+    write();
+  }
+  // How many of this search's workers have marked their journals out of `budget`.
+  int64_t workers_out_of_time(double budget) const {
+    int64_t marked = 0;
+    for (int64_t w = 0; w < options_.workers; ++w) {
+      const auto document =
+          w == options_.worker ? document_ : read_journal(worker_journal(options_.output, w), options_, identity_);
+      marked += document.is_object() && document.value("out_of_time", -1.0) == budget;
+    }
+    return marked;
+  }
   // The search is over: journal.json holds every run, and the workers' journals go.
   void consolidate() {
     refresh();
     nlohmann::json all = document_;
+    all.erase("out_of_time");
     all["runs"] = nlohmann::json::array();
     for (const auto& run : runs_) all["runs"].push_back(to_json(run));
     io::write_file_atomically(main_, all.dump(2) + "\n");
@@ -260,10 +278,6 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
   if (o.workers < 1 || o.worker < 0 || o.worker >= o.workers) {
     throw UsageError("tune: worker " + std::to_string(o.worker) + " of " + std::to_string(o.workers));
   }
-  if (o.workers > 1 && o.time_budget_seconds > 0) {
-    // A worker out of time cannot tell which of the others' trials are still training.
-    throw UsageError("--time-budget: not with --nproc yet; give one or the other");
-  }
   check_training_setup(o.base);
   const auto rungs = halving_rungs(o.trials, o.eta);
   // The bars are counted once: each trial's fraction of an epoch is a share of its batches.
@@ -293,9 +307,11 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
   const auto stop = [&] { return o.base.stop_requested && o.base.stop_requested(); };
   const auto out_of_time = [&] {
     if (o.time_budget_seconds <= 0) return false;
+    if (o.workers > 1) journal.refresh();
     double spent = 0;
     for (const auto& run : journal.runs()) spent += run.seconds;
-    return spent >= o.time_budget_seconds;
+    // Side by side, the workers spend the budget together: their trials' seconds, shared.
+    return spent / static_cast<double>(o.workers) >= o.time_budget_seconds;
   };
 
   // Trains `trial` at `rung` on `budget` of the full one (or takes its journal entry).
@@ -363,6 +379,10 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
     for (int64_t trial : trials) {
       while (!journal.find(trial, rung)) {  // another worker's, still training
         if (stop()) return std::nullopt;
+        if (o.time_budget_seconds > 0 && journal.workers_out_of_time(o.time_budget_seconds) > 0) {
+          outcome.out_of_time = true;  // one that ran out will not train its share
+          return std::nullopt;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         journal.refresh();
       }
@@ -405,13 +425,28 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
       outcome.interrupted = true;
     }
   }
+  if (outcome.out_of_time) {
+    outcome.interrupted = false;  // the budget ended it, not a stop
+    if (o.workers > 1) {
+      // Each worker stops after the trial it was training, and says so; the first waits for
+      // every one of them before it reads the search's end.
+      journal.mark_out_of_time(o.time_budget_seconds);
+      while (o.worker == 0 && journal.workers_out_of_time(o.time_budget_seconds) < o.workers) {
+        if (stop()) {
+          outcome.interrupted = true;
+          outcome.out_of_time = false;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    }
+  }
   // The search is over: one journal holds it (the first worker writes it, side by side).
   if (!outcome.interrupted && o.worker == 0) journal.consolidate();
   outcome.runs = journal.runs();
   for (const auto& run : outcome.runs) outcome.seconds += run.seconds;
   if (outcome.out_of_time) {
     // The budget ended the search: the best of the furthest rung any trial reached.
-    outcome.interrupted = false;
     int64_t furthest = 0;
     for (const auto& run : outcome.runs) furthest = std::max(furthest, run.rung);
     finalists.clear();

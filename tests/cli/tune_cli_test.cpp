@@ -97,6 +97,26 @@ TEST_F(TuneCli, TrialsSideBySideEndAsTheSearchOfOneProcess) {
   const auto best = alone.out.substr(alone.out.find("Best: trial "));
   EXPECT_THAT(side.out, HasSubstr(best.substr(0, best.find(','))));
   EXPECT_TRUE(fs::exists(dir_.file("side") + "/best.safetensors"));
+
+  // Side by side under a time budget spent by a worker's first trial: each worker stops
+  // after the trial it was training, and the first reads the end once both have.
+  const std::string timed = dir_.file("timed");
+  auto cut = run_qtft(dir_, tune(space + timed + " --nproc 2 --time-budget 1e-9"), kHangGuard);
+  ASSERT_EQ(cut.exit_code, 0) << cut.out << cut.err;
+  EXPECT_THAT(cut.out, HasSubstr("The time budget (0 s) ended the search at rung 0"));
+  const auto ran = losses_in(timed + "/journal.json");
+  ASSERT_FALSE(ran.empty());
+  EXPECT_LE(ran.size(), 2u);  // a worker starting late may find the budget spent
+  for (const auto& [key, loss] : ran) {
+    EXPECT_EQ(key.first, 0);
+    EXPECT_EQ(loss, expected.at(key));
+  }
+  EXPECT_FALSE(fs::exists(timed + "/journal-worker-1.json"));
+  EXPECT_TRUE(fs::exists(timed + "/best.safetensors"));
+  // Without a budget the same search goes on to the end of the one never cut.
+  auto rest = run_qtft(dir_, tune(space + timed + " --nproc 2"), kHangGuard);
+  ASSERT_EQ(rest.exit_code, 0) << rest.out << rest.err;
+  EXPECT_EQ(losses_in(timed + "/journal.json"), expected);
 }
 
 TEST_F(TuneCli, ASearchSideBySideStoppedByCtrlCGoesOnToTheSameEnd) {

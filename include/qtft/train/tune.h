@@ -90,7 +90,9 @@ struct TuneOptions {
   // A wall-clock budget for the trials' training, in seconds (0: none). No trial run starts
   // once the search's runs (the resumed ones included) have taken it; the best of the
   // furthest rung reached is then the search's result. Not part of the search's identity:
-  // a search stopped by its budget goes on under a larger one.
+  // a search stopped by its budget goes on under a larger one. Side by side, the workers
+  // spend it together (their trials' seconds divided by their number); each stops after the
+  // trial it is training, and the first reads the end once every worker has stopped.
   double time_budget_seconds = 0.0;
   // Trials side by side (`qtft tune --nproc N` starts N worker processes): this process is
   // worker `worker` of `workers`. Each trains every workers-th trial of a rung, in the rung's

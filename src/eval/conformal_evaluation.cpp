@@ -118,7 +118,8 @@ FixedConformalTallies::FixedConformalTallies(artifact::ConformalCalibration cali
                                              const std::vector<double>& levels)
     : calibration_(std::move(calibration)), raw_(levels), conformal_(levels) {}
 
-void FixedConformalTallies::add(const data::Dataset& dataset, const data::Batch& batch, const at::Tensor& quantiles) {
+at::Tensor FixedConformalTallies::add(const data::Dataset& dataset, const data::Batch& batch,
+                                      const at::Tensor& quantiles) {
   const auto units = target_units_of(dataset, batch.windows);
   const at::Tensor raw = quantiles.detach().to(at::kCPU, at::kDouble).contiguous();
   const at::Tensor issued = with_conformal_offsets(calibration_, dataset, batch, raw);
@@ -134,6 +135,7 @@ void FixedConformalTallies::add(const data::Dataset& dataset, const data::Batch&
     raw_.add(std::span<const double>(r + i * levels, levels), y[i], scale);
     conformal_.add(std::span<const double>(c + i * levels, levels), y[i], scale);
   }
+  return issued;
 }
 
 }  // namespace qtft::eval

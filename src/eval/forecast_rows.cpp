@@ -1,13 +1,15 @@
 #include "qtft/eval/forecast_rows.h"
 
+#include "qtft/common/error.h"
 #include "qtft/eval/window_units.h"
 
 namespace qtft::eval {
 
-ForecastRows::ForecastRows(const data::Dataset& dataset, int32_t fold, std::vector<double> quantiles)
-    : dataset_(dataset), fold_(fold) {
+ForecastRows::ForecastRows(const data::Dataset& dataset, int32_t fold, std::vector<double> quantiles, bool conformal)
+    : dataset_(dataset), fold_(fold), conformal_(conformal) {
   rows_.quantiles = std::move(quantiles);
   rows_.value.resize(rows_.quantiles.size());
+  if (conformal_) rows_.conformal.resize(rows_.quantiles.size());
 }
 
 data::BacktestForecasts ForecastRows::take() {
@@ -15,10 +17,14 @@ data::BacktestForecasts ForecastRows::take() {
   rows_ = data::BacktestForecasts{};
   rows_.quantiles = taken.quantiles;
   rows_.value.resize(rows_.quantiles.size());
+  if (conformal_) rows_.conformal.resize(rows_.quantiles.size());
   return taken;
 }
 
-void ForecastRows::add(const data::Batch& batch, const model::TftOutput& out) {
+void ForecastRows::add(const data::Batch& batch, const model::TftOutput& out, const double* issued) {
+  if (conformal_ != (issued != nullptr)) {
+    throw Error(std::string("forecast rows: conformal quantiles ") + (conformal_ ? "missing" : "not expected"));
+  }
   const auto units = target_units_of(dataset_, batch.windows);
   const auto forecast = out.quantiles.to(at::kCPU, at::kDouble).contiguous();
   const auto target = batch.target.to(at::kDouble).contiguous();
@@ -39,6 +45,10 @@ void ForecastRows::add(const data::Batch& batch, const model::TftOutput& out) {
       const int64_t at = static_cast<int64_t>(b) * horizon + h;
       for (int64_t q = 0; q < q_count; ++q) {
         rows_.value[static_cast<size_t>(q)].push_back(f[at * q_count + q] * units.scale[b] + units.center[b]);
+        if (issued) {
+          rows_.conformal[static_cast<size_t>(q)].push_back(issued[at * q_count + q] * units.scale[b] +
+                                                            units.center[b]);
+        }
       }
       rows_.realized.push_back(y[at] * units.scale[b] + units.center[b]);
     }

@@ -377,8 +377,9 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     const auto windows = fold_windows(dataset, fold.train_through_ns, fold.forecast_until_ns);
     // The fold's rows go to its part as they come, a row group at a time: over a hundred
     // series a fold forecasts millions of rows.
-    eval::ForecastRows rows(dataset, static_cast<int32_t>(k), loaded.model->options().quantiles());
-    data::BacktestForecastWriter part(part_path(o.output, k).string(), rows.rows().quantiles);
+    const bool with_conformal = conformal.has_value() || o.split_conformal;
+    eval::ForecastRows rows(dataset, static_cast<int32_t>(k), loaded.model->options().quantiles(), with_conformal);
+    data::BacktestForecastWriter part(part_path(o.output, k).string(), rows.rows().quantiles, with_conformal);
     eval::ExplanationAccumulator explanation(dataset.schema(), dataset.options());
     double conformal_seconds = 0.0;  // what the offsets cost the fold: their walk, their tallies, their save
     // Split offsets: those the fold's model fitted on its validation split as it trained (its
@@ -396,13 +397,22 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     const auto evaluation = eval::evaluate_windows_for_desk(
         loaded.model, dataset, data::Split::All, windows, o.forecast_batch_size, loaded.device, o.cost_bps,
         [&](const data::Batch& batch, const model::TftOutput& out) {
+          std::vector<double> adaptive_issued;
+          at::Tensor split_issued;
+          const double* issued = nullptr;
           if (conformal || split) {
             const auto start = std::chrono::steady_clock::now();
-            if (conformal) conformal->add(dataset, batch, out);
-            if (split) split->add(dataset, batch, out.quantiles);
+            if (conformal) {
+              adaptive_issued = conformal->add(dataset, batch, out);
+              issued = adaptive_issued.data();
+            }
+            if (split) {
+              split_issued = split->add(dataset, batch, out.quantiles);
+              issued = split_issued.data_ptr<double>();
+            }
             conformal_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           }
-          rows.add(batch, out);
+          rows.add(batch, out, issued);
           explanation.add(out);
           if (rows.rows().rows() >= kRowsPerPartWrite) {
             part.write(rows.take());

@@ -33,6 +33,38 @@ using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 constexpr int64_t kMinute = 60LL * 1'000'000'000;
 
+// Each fold's share of forecasts.parquet's rows whose realized value lies inside the central
+// interval of `values` (its lowest and highest levels' columns), as a fold's tally counts it.
+std::vector<double> interval_shares(const data::BacktestForecasts& f, const std::vector<std::vector<double>>& values) {
+  std::vector<double> inside, rows;
+  for (size_t r = 0; r < f.rows(); ++r) {
+    const auto k = static_cast<size_t>(f.fold[r]);
+    if (k >= rows.size()) inside.resize(k + 1), rows.resize(k + 1);
+    inside[k] += f.realized[r] >= values.front()[r] && f.realized[r] <= values.back()[r];
+    rows[k] += 1;
+  }
+  for (size_t k = 0; k < rows.size(); ++k) inside[k] /= rows[k];
+  return inside;
+}
+
+// forecasts.parquet of a conformal walk holds the quantiles as issued beside the model's,
+// each set covering in each fold what the fold's tallies recorded (to one outcome: the
+// file's values are in the target's units, the tallies' in the model's).
+void expect_issued_quantiles_as_tallied(const BacktestOutcome& walk) {
+  const auto f = data::read_backtest_forecasts(walk.forecasts.string());
+  ASSERT_EQ(f.conformal.size(), f.quantiles.size());
+  EXPECT_NE(f.conformal, f.value);
+  const auto raw = interval_shares(f, f.value), issued = interval_shares(f, f.conformal);
+  const auto folds = record_of(walk).at("folds");
+  ASSERT_EQ(issued.size(), folds.size());
+  for (size_t k = 0; k < folds.size(); ++k) {
+    const auto& c = folds[k].at("conformal");
+    const double one = 1.0 / c.at("raw").at("outcomes").get<double>();
+    EXPECT_NEAR(raw[k], c.at("raw").at("interval_coverage").get<double>(), one) << k;
+    EXPECT_NEAR(issued[k], c.at("conformal").at("interval_coverage").get<double>(), one) << k;
+  }
+}
+
 TEST(FoldStep, ReadsBarsAndDurations) {
   EXPECT_EQ(parse_fold_step("500").bars, 500);
   EXPECT_EQ(parse_fold_step("500bars").bars, 500);
@@ -274,6 +306,7 @@ TEST_F(Backtest, StoppedAfterAFoldResumesAndEndsAsTheOneNeverStopped) {
   EXPECT_EQ(a.timestamp_ns, b.timestamp_ns);
   EXPECT_EQ(a.realized, b.realized);
   for (size_t q = 0; q < a.quantiles.size(); ++q) EXPECT_EQ(a.value[q], b.value[q]) << a.quantiles[q];
+  EXPECT_TRUE(a.conformal.empty());  // no conformal method, no issued columns
   // The figures too, bar the clock's.
   for (size_t k = 0; k < 3; ++k) {
     auto x = record_of(whole).at("folds")[k], y = record_of(resumed).at("folds")[k];
@@ -307,6 +340,7 @@ TEST_F(Backtest, AdaptiveConformalWalksOnAcrossFoldsAndAStopAndIsSavedWithTheMod
   }
   EXPECT_EQ(doc.at("summary").at("conformal_interval_coverage").at("folds"), 3);
   ASSERT_TRUE(whole.folds.back().conformal_coverage.has_value());
+  expect_issued_quantiles_as_tallied(whole);
   // The last model carries the offsets the walk left, one set per symbol, as the record does.
   const auto model = artifact::load_model_file(o.output / "models" / "fold-002.safetensors");
   ASSERT_TRUE(model.conformal.has_value());
@@ -362,6 +396,7 @@ TEST_F(Backtest, SplitConformalIssuesEachFoldWithItsModelsValidationOffsets) {
   }
   // This barely trained model's own intervals miss; offsets from validation bring them closer.
   EXPECT_LT(conformal_miss, raw_miss);
+  expect_issued_quantiles_as_tallied(walk);
   // The last fold's model fitted the offsets it was scored with, on its own validation split.
   const auto model = artifact::load_model_file(o.output / "models" / "fold-002.safetensors");
   ASSERT_TRUE(model.conformal.has_value());

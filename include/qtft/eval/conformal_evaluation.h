@@ -78,7 +78,8 @@ at::Tensor with_conformal_offsets(const artifact::ConformalCalibration& calibrat
 class FixedConformalTallies {
  public:
   FixedConformalTallies(artifact::ConformalCalibration calibration, const std::vector<double>& levels);
-  void add(const data::Dataset& dataset, const data::Batch& batch, const at::Tensor& quantiles);
+  // Tallies the batch; returns its quantiles as issued (a CPU double tensor, contiguous).
+  at::Tensor add(const data::Dataset& dataset, const data::Batch& batch, const at::Tensor& quantiles);
   QuantileCoverage raw() const { return raw_.result(); }
   QuantileCoverage conformal() const { return conformal_.result(); }
   const artifact::ConformalCalibration& calibration() const { return calibration_; }

@@ -16,9 +16,12 @@ namespace qtft::eval {
 
 class ForecastRows {
  public:
-  // Every row is numbered `fold`.
-  ForecastRows(const data::Dataset& dataset, int32_t fold, std::vector<double> quantiles);
-  void add(const data::Batch& batch, const model::TftOutput& out);
+  // Every row is numbered `fold`. With `conformal`, every add() brings the quantiles as
+  // issued with conformal offsets too.
+  ForecastRows(const data::Dataset& dataset, int32_t fold, std::vector<double> quantiles, bool conformal = false);
+  // `issued`: the batch's quantiles as issued with conformal offsets, [windows, horizon,
+  // levels] row-major in the model's scaled units (as the conformal walks give them).
+  void add(const data::Batch& batch, const model::TftOutput& out, const double* issued = nullptr);
   const data::BacktestForecasts& rows() const { return rows_; }
   // The rows collected since the last take(); collecting goes on from none.
   data::BacktestForecasts take();
@@ -26,6 +29,7 @@ class ForecastRows {
  private:
   const data::Dataset& dataset_;
   int32_t fold_ = 0;
+  bool conformal_ = false;
   data::BacktestForecasts rows_;
 };
 

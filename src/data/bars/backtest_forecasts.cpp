@@ -45,16 +45,24 @@ std::string quantile_column(double level) {
   return name;
 }
 
+std::string conformal_column(double level) { return quantile_column(level) + "_conformal"; }
+
 namespace {
 
-// The table's columns: fold, symbol, origin, timestamp, step, q<level> per quantile, realized.
-std::shared_ptr<arrow::Schema> schema_of(const std::vector<double>& quantiles) {
+// The table's columns: fold, symbol, origin, timestamp, step, q<level> per quantile,
+// realized, then with `conformal` q<level>_conformal per quantile.
+std::shared_ptr<arrow::Schema> schema_of(const std::vector<double>& quantiles, bool conformal) {
   std::vector<std::shared_ptr<arrow::Field>> fields{
       arrow::field("fold", arrow::int32(), false), arrow::field("symbol", arrow::utf8(), false),
       arrow::field("origin", utc_nanoseconds(), false), arrow::field("timestamp", utc_nanoseconds(), false),
       arrow::field("step", arrow::int32(), false)};
   for (const double level : quantiles) fields.push_back(arrow::field(quantile_column(level), arrow::float64(), false));
   fields.push_back(arrow::field("realized", arrow::float64(), false));
+  if (conformal) {
+    for (const double level : quantiles) {
+      fields.push_back(arrow::field(conformal_column(level), arrow::float64(), false));
+    }
+  }
   return arrow::schema(fields);
 }
 
@@ -72,20 +80,28 @@ std::shared_ptr<arrow::Table> table_of(const BacktestForecasts& f, const std::sh
   }
   arrow::DoubleBuilder realized;
   arrays.push_back(build(realized, f.realized));
+  for (const auto& values : f.conformal) {
+    arrow::DoubleBuilder builder;
+    arrays.push_back(build(builder, values));
+  }
   return arrow::Table::Make(schema, arrays);
 }
 
 }  // namespace
 
 struct BacktestForecastWriter::State {
-  State(const std::string& path, const std::vector<double>& quantiles)
-      : schema(schema_of(quantiles)), file(path, schema) {}
+  State(const std::string& path, const std::vector<double>& quantiles, bool conformal)
+      : schema(schema_of(quantiles, conformal)), file(path, schema) {}
   std::shared_ptr<arrow::Schema> schema;
   ParquetTableWriter file;
 };
 
-BacktestForecastWriter::BacktestForecastWriter(const std::string& path, const std::vector<double>& quantiles)
-    : state_(std::make_unique<State>(path, quantiles)), path_(path), quantiles_(quantiles) {}
+BacktestForecastWriter::BacktestForecastWriter(const std::string& path, const std::vector<double>& quantiles,
+                                               bool conformal)
+    : state_(std::make_unique<State>(path, quantiles, conformal)),
+      path_(path),
+      quantiles_(quantiles),
+      conformal_(conformal) {}
 
 BacktestForecastWriter::~BacktestForecastWriter() = default;
 
@@ -102,13 +118,17 @@ void BacktestForecastWriter::write(const BacktestForecasts& rows) {
     throw Error(path_ + ": forecast rows of quantiles " + listed(rows.quantiles) + " for a file of " +
                 listed(quantiles_));
   }
+  if (rows.conformal.size() != (conformal_ ? quantiles_.size() : 0)) {
+    throw Error(path_ + ": forecast rows " + (rows.conformal.empty() ? "without" : "with") +
+                " conformal quantiles for a file " + (conformal_ ? "of" : "without") + " them");
+  }
   if (rows.rows() > 0) state_->file.write(*table_of(rows, state_->schema));
 }
 
 void BacktestForecastWriter::commit() { state_->file.commit(); }
 
 void write_backtest_forecasts(const BacktestForecasts& forecasts, const std::string& path) {
-  BacktestForecastWriter writer(path, forecasts.quantiles);
+  BacktestForecastWriter writer(path, forecasts.quantiles, !forecasts.conformal.empty());
   writer.write(forecasts);
   writer.commit();
 }
@@ -139,6 +159,13 @@ BacktestForecasts read_backtest_forecasts(const std::string& path) {
   }
   if (f.quantiles.empty()) throw Error(path + ": no quantile column (q<level>): not a qtft backtest's forecasts");
   f.realized = values_of<arrow::DoubleArray, double>(*column<arrow::DoubleArray>(*table, "realized", path));
+  // Every level's conformal column, or none.
+  if (table->GetColumnByName(conformal_column(f.quantiles.front()))) {
+    for (const double level : f.quantiles) {
+      f.conformal.push_back(
+          values_of<arrow::DoubleArray, double>(*column<arrow::DoubleArray>(*table, conformal_column(level), path)));
+    }
+  }
   return f;
 }
 

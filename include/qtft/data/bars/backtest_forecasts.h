@@ -12,20 +12,25 @@ namespace qtft::data {
 
 // One row per window and horizon step, in the target's units (the transformed target: a
 // one-bar log return by default). Columns: fold, symbol, origin (the last encoder bar's
-// time), timestamp (the forecast bar's), step (1..horizon), q<level> per quantile, realized.
+// time), timestamp (the forecast bar's), step (1..horizon), q<level> per quantile, realized;
+// under a conformal method, q<level>_conformal per quantile after realized: the quantiles
+// as issued with the offsets in force at the origin (crossing ones sorted).
 struct BacktestForecasts {
   std::vector<double> quantiles;
   std::vector<int32_t> fold;
   std::vector<std::string> symbol;
   std::vector<int64_t> origin_ns, timestamp_ns;
   std::vector<int32_t> step;
-  std::vector<std::vector<double>> value;  // [quantile][row]
+  std::vector<std::vector<double>> value;  // [quantile][row], the model's own
   std::vector<double> realized;
+  std::vector<std::vector<double>> conformal;  // [quantile][row] as issued; empty without a method
   size_t rows() const { return fold.size(); }
 };
 
-// The column name of a quantile level: "q0.1".
+// The column names of a quantile level: "q0.1", and as issued with conformal offsets,
+// "q0.1_conformal".
 std::string quantile_column(double level);
+std::string conformal_column(double level);
 
 // Writes the table as Parquet, atomically.
 void write_backtest_forecasts(const BacktestForecasts& forecasts, const std::string& path);
@@ -34,7 +39,8 @@ void write_backtest_forecasts(const BacktestForecasts& forecasts, const std::str
 // `path` on commit(), or not at all.
 class BacktestForecastWriter {
  public:
-  BacktestForecastWriter(const std::string& path, const std::vector<double>& quantiles);
+  // `conformal`: the file has the conformal columns, and every write() brings them.
+  BacktestForecastWriter(const std::string& path, const std::vector<double>& quantiles, bool conformal = false);
   ~BacktestForecastWriter();
   BacktestForecastWriter(const BacktestForecastWriter&) = delete;
   BacktestForecastWriter& operator=(const BacktestForecastWriter&) = delete;
@@ -47,6 +53,7 @@ class BacktestForecastWriter {
   std::unique_ptr<State> state_;
   std::string path_;
   std::vector<double> quantiles_;
+  bool conformal_ = false;
 };
 // Reads a table write_backtest_forecasts wrote; throws qtft::Error naming the file and the
 // column when it lacks one or holds another type.

@@ -4,10 +4,13 @@
     python3 bench/tune_bench.py [--qtft build/qtft] [--work DIR] [--json out.json]
                                 [--trials 16] [--eta 3] [--space bench/tune_space.json] [--threads 2]
                                 [--epochs 3] [--max-batches-per-epoch N] [--find-lr-steps 100]
+                                [--long-epochs 10]
 
 Three runs, one after the other, each timed on the wall clock:
   defaults: `qtft train --epochs 3 --hidden-size 32` (scripts/train.sh's demo), its best
             validation loss;
+  long:     the same with `--epochs 10` (train's own default), how far more training of the
+            demo's model goes on this data;
   halving:  `qtft tune --tune-file SPACE --trials 16 --epochs 3`: 16 trials on 1/9 of the
             demo's budget (a third of an epoch), the best 5 on 1/3, the best on all 3 epochs;
   random:   `qtft tune --method random` with the same trials, each on the budget halving
@@ -75,6 +78,7 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--max-batches-per-epoch", type=int, default=0)
     parser.add_argument("--find-lr-steps", type=int, default=100)
+    parser.add_argument("--long-epochs", type=int, default=10, help="the defaults trained this long, for the floor")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
 
@@ -83,6 +87,11 @@ def main():
                            str(args.threads), "--metrics-json", metrics])
     with open(metrics) as f:
         defaults_loss = json.load(f)["val_loss"]
+    long_metrics = os.path.join(args.work, "long.json")
+    long_wall = timed([args.qtft, "train", "--epochs", str(args.long_epochs), "--hidden-size", "32", "--threads",
+                       str(args.threads), "--metrics-json", long_metrics])
+    with open(long_metrics) as f:
+        long_run = json.load(f)
     halving = search(args, "halving")
     random = search(args, "random")
     side_by_side = search(args, "halving", nproc=2)
@@ -102,6 +111,8 @@ def main():
         "trials": args.trials, "eta": args.eta, "epochs": args.epochs,
         "max_batches_per_epoch": args.max_batches_per_epoch, "space": json.load(open(args.space)),
         "defaults": {"val_loss": defaults_loss, "wall_seconds": defaults_wall},
+        "long": {"epochs": args.long_epochs, "val_loss": long_run["val_loss"], "best_epoch": long_run["best_epoch"],
+                 "wall_seconds": long_wall, "below_defaults": 1 - long_run["val_loss"] / defaults_loss},
         "halving": halving, "random": random, "halving_nproc2": side_by_side, "find_lr": lr_find,
         "halving_below_defaults": 1 - h / defaults_loss,
         "halving_below_random": 1 - h / r,
@@ -109,6 +120,8 @@ def main():
         "halving_budget_share_of_full_trials": halving["budgets_spent"] / args.trials,
     }
     print(f"defaults: validation loss {defaults_loss:.5f} ({defaults_wall:.0f} s)")
+    print(f"long:     {args.long_epochs} epochs, validation loss {long_run['val_loss']:.5f} "
+          f"({100 * result['long']['below_defaults']:.1f}% below the defaults; {long_wall:.0f} s)")
     print(f"halving:  best {h:.5f} (trial {halving['best']['trial']}, {halving['best']['options']}), "
           f"{100 * result['halving_below_defaults']:.1f}% below the defaults; {halving['wall_seconds']:.0f} s, "
           f"{halving['budgets_spent']:.2f} budgets")

@@ -290,6 +290,10 @@ std::string why_rebuilt(const fs::path& folder, const json& fp) {
   }
   const std::string shown = newest.filename().string();
   if (old.value("source", "") != fp.value("source", "")) return "the stores there are of other sources";
+  if (old.value("version", 0) != kFormatVersion) {
+    return shown + " is of store format " + std::to_string(old.value("version", 0)) + ", this qtft's is " +
+           std::to_string(kFormatVersion);
+  }
   if (old.at("files") != fp.at("files")) {
     size_t added = 0, removed = 0, changed = 0;
     std::map<std::string, json> before;

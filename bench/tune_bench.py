@@ -6,7 +6,7 @@
                                 [--epochs 3] [--max-batches-per-epoch N] [--find-lr-steps 100]
                                 [--long-epochs 10]
 
-Three runs, one after the other, each timed on the wall clock:
+Runs one after the other, each timed on the wall clock:
   defaults: `qtft train --epochs 3 --hidden-size 32` (scripts/train.sh's demo), its best
             validation loss;
   long:     the same with `--epochs 10` (train's own default), how far more training of the
@@ -88,8 +88,9 @@ def main():
     with open(metrics) as f:
         defaults_loss = json.load(f)["val_loss"]
     long_metrics = os.path.join(args.work, "long.json")
-    long_wall = timed([args.qtft, "train", "--epochs", str(args.long_epochs), "--hidden-size", "32", "--threads",
-                       str(args.threads), "--metrics-json", long_metrics])
+    long_flags = ["--epochs", str(args.long_epochs)] + budget_flags(args)[2:]  # the same batch cap, if any
+    long_wall = timed([args.qtft, "train", *long_flags, "--hidden-size", "32", "--threads", str(args.threads),
+                       "--metrics-json", long_metrics])
     with open(long_metrics) as f:
         long_run = json.load(f)
     halving = search(args, "halving")
@@ -108,6 +109,7 @@ def main():
     h, r = halving["best"]["val_loss"], random["best"]["val_loss"]
     result = {
         "cpu": cpu_name(), "cores": os.cpu_count(), "command": command_line("tune_bench.py"),
+        "threads": args.threads, "nproc_threads_per_worker": max(1, os.cpu_count() // 2),
         "trials": args.trials, "eta": args.eta, "epochs": args.epochs,
         "max_batches_per_epoch": args.max_batches_per_epoch, "space": json.load(open(args.space)),
         "defaults": {"val_loss": defaults_loss, "wall_seconds": defaults_wall},

@@ -14,6 +14,7 @@
 #include "local_launch.h"
 #include "qtft/common/error.h"
 #include "qtft/dist/environment.h"
+#include "qtft/dist/local_workers.h"
 #include "qtft/infer/tune_report.h"
 #include "qtft/io/atomic_file.h"
 #include "qtft/train/lr_range_test.h"
@@ -175,6 +176,8 @@ void add_tune_command(CLI::App& app) {
     if (worker) {
       o.workers = worker->world_size;
       o.worker = worker->rank;
+      o.launch = dist::process_environment(dist::kLauncherPidVariable).value_or("torchrun") + ":" +
+                 std::to_string(worker->master_port);
     }
     o.base = interruptible_training_setup(f.train);
     o.source = f.train.data.source;  // as the flags finished it
@@ -200,8 +203,8 @@ void add_tune_command(CLI::App& app) {
                    outcome.runs.size(), outcome.journal.string().c_str());
       throw ExitCode{130};
     }
-    if (!outcome.best) throw Error("tune: no trial trained (every one failed; see above)");
     if (o.worker != 0) return;  // the first worker reports the search
+    if (!outcome.best) throw Error("tune: no trial trained (every one failed; see above)");
     if (outcome.out_of_time) {
       std::printf("The time budget (%.0f s) ended the search at rung %lld; a larger --time-budget goes on\n",
                   f.time_budget, static_cast<long long>(outcome.best->rung));

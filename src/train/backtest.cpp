@@ -377,7 +377,11 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     const auto windows = fold_windows(dataset, fold.train_through_ns, fold.forecast_until_ns);
     // The fold's rows go to its part as they come, a row group at a time: over a hundred
     // series a fold forecasts millions of rows.
-    const bool with_conformal = conformal.has_value() || o.split_conformal;
+    // The issued quantiles go beside the model's, unless the walk began under a qtft that
+    // wrote its parts without them: the folds' parts make one table.
+    const bool with_conformal = (conformal.has_value() || o.split_conformal) &&
+                                (k == 0 || !fs::exists(part_path(o.output, 0)) ||
+                                 data::backtest_forecasts_have_conformal(part_path(o.output, 0).string()));
     eval::ForecastRows rows(dataset, static_cast<int32_t>(k), loaded.model->options().quantiles(), with_conformal);
     data::BacktestForecastWriter part(part_path(o.output, k).string(), rows.rows().quantiles, with_conformal);
     eval::ExplanationAccumulator explanation(dataset.schema(), dataset.options());
@@ -412,7 +416,7 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
             }
             conformal_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           }
-          rows.add(batch, out, issued);
+          rows.add(batch, out, with_conformal ? issued : nullptr);
           explanation.add(out);
           if (rows.rows().rows() >= kRowsPerPartWrite) {
             part.write(rows.take());

@@ -186,18 +186,19 @@ class Journal {
   }
   void write() const { io::write_file_atomically(path_, document_.dump(2) + "\n"); }
   // Side by side under a time budget, a worker that stops for want of time says so in its
-  // journal. The mark names the budget: a search resumed under a larger one ignores it.
-  void mark_out_of_time(double budget) {
-    document_["out_of_time"] = budget;
+  // journal. The mark names the launch of the workers, so that a mark left by another launch
+  // (a search stopped as its first worker waited, then resumed) is never taken for this one's.
+  void mark_out_of_time() {
+    document_["out_of_time"] = out_of_time_mark();
     write();
   }
-  // How many of this search's workers have marked their journals out of `budget`.
-  int64_t workers_out_of_time(double budget) const {
+  // How many of this launch's workers have marked their journals.
+  int64_t workers_out_of_time() const {
     int64_t marked = 0;
     for (int64_t w = 0; w < options_.workers; ++w) {
       const auto document =
           w == options_.worker ? document_ : read_journal(worker_journal(options_.output, w), options_, identity_);
-      marked += document.is_object() && document.value("out_of_time", -1.0) == budget;
+      marked += document.is_object() && document.value("out_of_time", nlohmann::json()) == out_of_time_mark();
     }
     return marked;
   }
@@ -219,6 +220,9 @@ class Journal {
  private:
   void take(const TrialRun& run) {
     if (!find(run.trial, run.rung)) runs_.push_back(run);
+  }
+  nlohmann::json out_of_time_mark() const {
+    return {{"launch", options_.launch}, {"budget", options_.time_budget_seconds}};
   }
 
   const TuneOptions& options_;
@@ -263,6 +267,19 @@ data::BarSource trial_source(const TuneOptions& o) {
   return source;
 }
 
+// The trials' store, prepared before the first trial: the first worker builds it when it is
+// missing, the others wait for it (a first build side by side is one build, not one per
+// worker). nullopt when stopped meanwhile.
+std::optional<data::StorePreparation> trials_store(const data::BarSource& source, const TuneOptions& o,
+                                                   const std::function<bool()>& stop) {
+  if (o.worker == 0) return data::prepare_feature_store(source, o.base.dataset, nullptr);
+  while (true) {
+    if (auto store = data::find_feature_store(source, o.base.dataset, nullptr)) return store;
+    if (stop()) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
 }  // namespace
 
 TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
@@ -280,31 +297,35 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
   }
   check_training_setup(o.base);
   const auto rungs = halving_rungs(o.trials, o.eta);
-  // The bars are counted once: each trial's fraction of an epoch is a share of its batches.
-  std::vector<int64_t> series_bars;
-  {
-    auto source = o.source;
-    source.in_memory = true;
-    for (const auto& s : data::load_bars(source).series) series_bars.push_back(static_cast<int64_t>(s.size()));
-  }
-  events.planned(rungs, batches_per_epoch(series_bars, o.base));
-
   fs::create_directories(o.output / "trials");
-  const data::BarSource source = trial_source(o);
-  if (!source.feature_store_folder().empty()) {
-    // Prepared before the trials, once. Side by side, each worker may build it on the first
-    // run; a store is written under a temporary name and renamed, and every build is the
-    // same bytes.
-    events.feature_store_ready(data::prepare_feature_store(source, o.base.dataset, nullptr));
-  }
   // One search at a time in a folder (each worker of one run side by side holds its own).
   io::OutputLock lock(o.workers > 1 ? worker_journal(o.output, o.worker) : o.output / "journal.json");
   Journal journal(o, tune_identity(o));
   journal.write();
   TuneOutcome outcome;
   outcome.journal = journal.path();
-  if (!journal.runs().empty()) events.resumed(static_cast<int64_t>(journal.runs().size()));
   const auto stop = [&] { return o.base.stop_requested && o.base.stop_requested(); };
+
+  // The bars are counted once: each trial's fraction of an epoch is a share of its batches.
+  const data::BarSource source = trial_source(o);
+  std::vector<int64_t> series_bars;
+  if (!source.feature_store_folder().empty()) {
+    const auto store = trials_store(source, o, stop);
+    if (!store) {
+      outcome.interrupted = true;
+      return outcome;
+    }
+    events.feature_store_ready(*store);
+    // From the store, not the source: a folder larger than memory is never loaded. A row
+    // reads its bar and the one before, so a series of n rows has n + 1 bars.
+    for (const auto& s : data::map_feature_store(store->path, o.base.dataset).series()) {
+      series_bars.push_back(static_cast<int64_t>(s.timestamp_ns.size()) + 1);
+    }
+  } else {
+    for (const auto& s : data::load_bars(source).series) series_bars.push_back(static_cast<int64_t>(s.size()));
+  }
+  events.planned(rungs, batches_per_epoch(series_bars, o.base));
+  if (!journal.runs().empty()) events.resumed(static_cast<int64_t>(journal.runs().size()));
   const auto out_of_time = [&] {
     if (o.time_budget_seconds <= 0) return false;
     if (o.workers > 1) journal.refresh();
@@ -379,7 +400,7 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
     for (int64_t trial : trials) {
       while (!journal.find(trial, rung)) {  // another worker's, still training
         if (stop()) return std::nullopt;
-        if (o.time_budget_seconds > 0 && journal.workers_out_of_time(o.time_budget_seconds) > 0) {
+        if (o.time_budget_seconds > 0 && journal.workers_out_of_time() > 0) {
           outcome.out_of_time = true;  // one that ran out will not train its share
           return std::nullopt;
         }
@@ -430,8 +451,8 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
     if (o.workers > 1) {
       // Each worker stops after the trial it was training, and says so; the first waits for
       // every one of them before it reads the search's end.
-      journal.mark_out_of_time(o.time_budget_seconds);
-      while (o.worker == 0 && journal.workers_out_of_time(o.time_budget_seconds) < o.workers) {
+      journal.mark_out_of_time();
+      while (o.worker == 0 && journal.workers_out_of_time() < o.workers) {
         if (stop()) {
           outcome.interrupted = true;
           outcome.out_of_time = false;

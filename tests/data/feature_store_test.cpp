@@ -169,6 +169,32 @@ TEST_F(FeatureStore, ReusedOnlyForTheSameFilesAndOptions) {
   expect_bitwise_equal(map_feature_store(appended.path, small_windows()), in_memory());
 }
 
+TEST_F(FeatureStore, AStoreOfAnOlderFormatIsRebuiltSayingSo) {
+  const auto store = prepare_feature_store(source_, small_windows(), nullptr);
+  // The same file as an older qtft would have written its index (format 2).
+  std::string bytes;
+  {
+    std::ifstream in(store.path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string now = "\"version\":3", before = "\"version\":2";
+  size_t patched = 0;
+  for (size_t at = bytes.find(now); at != std::string::npos; at = bytes.find(now, at)) {
+    bytes.replace(at, now.size(), before);
+    ++patched;
+  }
+  ASSERT_EQ(patched, 2u);  // the index's and its fingerprint's
+  std::ofstream(store.path, std::ios::binary | std::ios::trunc) << bytes;
+  EXPECT_THAT(test::error_message([&] { map_feature_store(store.path, small_windows()); }),
+              HasSubstr(store.path + ": a feature store of format 2, this qtft reads 3"));
+  EXPECT_FALSE(find_feature_store(source_, small_windows(), nullptr).has_value());
+  const auto rebuilt = prepare_feature_store(source_, small_windows(), nullptr);
+  EXPECT_TRUE(rebuilt.built);
+  EXPECT_THAT(rebuilt.reason, HasSubstr("is of store format 2, this qtft's is 3"));
+  ASSERT_TRUE(find_feature_store(source_, small_windows(), nullptr).has_value());
+  EXPECT_EQ(find_feature_store(source_, small_windows(), nullptr)->path, rebuilt.path);
+}
+
 TEST_F(FeatureStore, WaitingRanksNeverBuild) {
   EXPECT_THAT(
       test::error_message([&] { prepare_feature_store(source_, small_windows(), nullptr, StoreAccess::MustExist); }),

@@ -356,7 +356,16 @@ TEST_F(Backtest, AdaptiveConformalWalksOnAcrossFoldsAndAStopAndIsSavedWithTheMod
   stopped.setup.stop_requested = [&] { return events.stop(); };
   ASSERT_TRUE(run_backtest(stopped, events).interrupted);
   stopped.setup.stop_requested = {};
-  const auto resumed = record_of(run_backtest(stopped, quiet));
+  // Fold 0's part as a qtft before the issued columns wrote it: the walk goes on without
+  // them, its parts still one table.
+  const auto part0 = (stopped.output / "parts" / "fold-000.parquet").string();
+  auto older = data::read_backtest_forecasts(part0);
+  ASSERT_FALSE(older.conformal.empty());
+  older.conformal.clear();
+  data::write_backtest_forecasts(older, part0);
+  const auto resumed_walk = run_backtest(stopped, quiet);
+  EXPECT_TRUE(data::read_backtest_forecasts(resumed_walk.forecasts.string()).conformal.empty());
+  const auto resumed = record_of(resumed_walk);
   EXPECT_EQ(resumed.at("conformal_state"), doc.at("conformal_state"));
   for (size_t k = 0; k < 3; ++k) {
     auto a = resumed.at("folds")[k].at("conformal"), b = doc.at("folds")[k].at("conformal");

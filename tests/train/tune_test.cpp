@@ -223,14 +223,18 @@ TEST_F(Tune, TrialsOfEveryEncoderLengthTrainFromOneFeatureStore) {
   o.tune_file = dir_.file("lengths.json");
   o.space = read_tune_file(o.tune_file);
   o.method = TuneMethod::Random;
-  o.random_budget = 0.5;  // one epoch each
+  o.random_budget = 0.5;            // one epoch each
+  o.objective = TuneObjective::Ic;  // scored again on validation after training: from the store too
   TuneEvents quiet;
   const auto outcome = run_tune(o, quiet);
   ASSERT_EQ(outcome.runs.size(), 4u);
   std::set<int64_t> lengths;
-  for (const auto& run : outcome.runs) lengths.insert(run.options.at("encoder_length").get<int64_t>());
+  for (const auto& run : outcome.runs) {
+    lengths.insert(run.options.at("encoder_length").get<int64_t>());
+    EXPECT_TRUE(std::isfinite(run.ic));
+  }
   ASSERT_EQ(lengths, (std::set<int64_t>{8, 12}));
-  // A single file's store is kept in the search's folder, one for both lengths.
+  // A single file's store is kept in the search's folder, one for both lengths and the scoring.
   int64_t stores = 0;
   for (const auto& entry : fs::directory_iterator(o.output / "features")) stores += entry.path().extension() == ".qtfs";
   EXPECT_EQ(stores, 1);

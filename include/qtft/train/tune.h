@@ -101,6 +101,9 @@ struct TuneOptions {
   // promotes alike, as one process would. At the end the first writes journal.json with every
   // run and saves the best. A search stopped under one --nproc goes on under any other. 1: alone.
   int64_t workers = 1, worker = 0;
+  // Side by side: what names this launch of the workers (the CLI gives the launcher's pid and
+  // rendezvous port), so that a worker's mark in its journal is never read by another launch.
+  std::string launch;
   std::filesystem::path output;  // journal.json, trials/, best.safetensors
 };
 

@@ -169,9 +169,25 @@ BacktestForecasts read_backtest_forecasts(const std::string& path) {
   return f;
 }
 
+bool backtest_forecasts_have_conformal(const std::string& path) {
+  const auto schema = read_parquet_schema(path);
+  for (const auto& field : schema->fields()) {
+    const auto& name = field->name();
+    if (name.size() > 10 && name.compare(name.size() - 10, 10, "_conformal") == 0) return true;
+  }
+  return false;
+}
+
 void concatenate_backtest_forecasts(const std::vector<std::string>& parts, const std::string& path) {
   if (parts.empty()) throw Error(path + ": no forecasts to write");
-  ParquetTableWriter whole(path, read_parquet_schema(parts.front()));
+  const auto schema = read_parquet_schema(parts.front());
+  for (const auto& part : parts) {
+    if (!read_parquet_schema(part)->Equals(*schema)) {
+      throw Error(part + ": its columns are not those of " + parts.front() + " (" + schema->ToString() +
+                  "): the folds' parts cannot make one " + path);
+    }
+  }
+  ParquetTableWriter whole(path, schema);
   for (const auto& part : parts) {
     read_parquet_batches(part, [&](std::shared_ptr<arrow::Table> batch, int64_t) { whole.write(*batch); });
   }

@@ -222,13 +222,17 @@ std::span<const T> array_at(const MappedStore& store, const json& entry, const c
 
 Dataset dataset_over(std::shared_ptr<MappedStore> store, const std::string& path, const DatasetOptions& options) {
   const json& index = store->index;
-  if (index.value("format", "") != "qtft-feature-store" || index.value("version", 0) != kFormatVersion) {
-    corrupt(path, "another format or version");
+  if (index.value("format", "") != "qtft-feature-store") corrupt(path, "another format");
+  if (index.value("version", 0) != kFormatVersion) {
+    throw Error(path + ": a feature store of format " + index.value("version", json(0)).dump() + ", this qtft reads " +
+                std::to_string(kFormatVersion) +
+                "; prepare it again (qtft prepare, or any command that reads the data)");
   }
   options.validate();
   if (index.value("splits", json()) != splits_json(options)) {
     throw Error(path + ": the feature store was built for the splits " + index.value("splits", json()).dump() +
-                ", not " + splits_json(options).dump());
+                ", not " + splits_json(options).dump() +
+                "; give the store's --validation-fraction and --test-fraction, or prepare another");
   }
   InputSchema spec;
   std::vector<SeriesView> views;
@@ -371,38 +375,66 @@ StorePreparation detail::prepare_feature_store_in_parts(const BarSource& source,
 
 namespace {
 
-StorePreparation prepare(const BarSource& given, const DatasetOptions& options, const InputSchema* saved,
-                         StoreAccess access, uint64_t part_rows) {
+// What finding and building a store start from: the source as the store reads it, its
+// folder, its files and its declared columns.
+struct StoreQuery {
+  BarSource source;
+  fs::path folder;
+  json files;
+  InputDeclaration declared;
+};
+
+StoreQuery query_of(const BarSource& given, const DatasetOptions& options, const InputSchema* saved) {
   options.validate();
-  const BarSource source = saved ? with_model_inputs(given, *saved) : given;
-  const fs::path folder = store_folder_of(source);
-  const json files = source_files(source);
-  const InputDeclaration declared = declared_columns(source);
+  StoreQuery q;
+  q.source = saved ? with_model_inputs(given, *saved) : given;
+  q.folder = store_folder_of(q.source);
+  q.files = source_files(q.source);
+  q.declared = declared_columns(q.source);
+  return q;
+}
+
+std::optional<StorePreparation> existing_store(const StoreQuery& q, const DatasetOptions& options,
+                                               const InputSchema* saved) {
   if (saved) {
     // A model trained from this source carries the fitted store's own statistics: that
     // store serves it as is, rather than a second store of the same numbers.
     json fitted_spec;
-    if (auto fitted = find_store(folder, fingerprint(source, files, declared, options, nullptr), &fitted_spec);
+    if (auto fitted = find_store(q.folder, fingerprint(q.source, q.files, q.declared, options, nullptr), &fitted_spec);
         fitted && fitted_spec == to_json(*saved)) {
-      return with_note(*fitted, source);
+      return with_note(*fitted, q.source);
     }
   }
-  const json fp = fingerprint(source, files, declared, options, saved);
-  if (auto found = find_store(folder, fp)) return with_note(*found, source);
-  const fs::path path = folder / (fingerprint_name(fp) + kExtension);
+  if (auto found = find_store(q.folder, fingerprint(q.source, q.files, q.declared, options, saved))) {
+    return with_note(*found, q.source);
+  }
+  return std::nullopt;
+}
+
+StorePreparation prepare(const BarSource& given, const DatasetOptions& options, const InputSchema* saved,
+                         StoreAccess access, uint64_t part_rows) {
+  const StoreQuery q = query_of(given, options, saved);
+  if (auto found = existing_store(q, options, saved)) return *found;
+  const json fp = fingerprint(q.source, q.files, q.declared, options, saved);
+  const fs::path path = q.folder / (fingerprint_name(fp) + kExtension);
   if (access == StoreAccess::MustExist) {
     throw Error(path.string() + ": the feature store is missing: the rank that builds it did not");
   }
   std::error_code ec;
-  fs::create_directories(folder, ec);
-  if (ec) throw Error(folder.string() + ": cannot create the feature store folder: " + ec.message());
-  std::string reason = why_rebuilt(folder, fp);
-  auto out = build_store(source, options, saved, fp, path, part_rows);
+  fs::create_directories(q.folder, ec);
+  if (ec) throw Error(q.folder.string() + ": cannot create the feature store folder: " + ec.message());
+  std::string reason = why_rebuilt(q.folder, fp);
+  auto out = build_store(q.source, options, saved, fp, path, part_rows);
   out.reason = "built: " + reason;
-  return with_note(std::move(out), source);
+  return with_note(std::move(out), q.source);
 }
 
 }  // namespace
+
+std::optional<StorePreparation> find_feature_store(const BarSource& source, const DatasetOptions& options,
+                                                   const InputSchema* saved) {
+  return existing_store(query_of(source, options, saved), options, saved);
+}
 
 Dataset map_feature_store(const std::string& path, const DatasetOptions& windows) {
   return dataset_over(open_store(path), path, windows);

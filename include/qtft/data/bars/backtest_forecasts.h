@@ -58,8 +58,11 @@ class BacktestForecastWriter {
 // Reads a table write_backtest_forecasts wrote; throws qtft::Error naming the file and the
 // column when it lacks one or holds another type.
 BacktestForecasts read_backtest_forecasts(const std::string& path);
+// Whether the table at `path` has the conformal columns (a part an older qtft wrote has none).
+bool backtest_forecasts_have_conformal(const std::string& path);
 // The rows of `parts` in order, as one Parquet file at `path`, atomically; read and written a
-// batch of rows at a time, so memory does not follow the parts' size.
+// batch of rows at a time, so memory does not follow the parts' size. Throws qtft::Error
+// naming the part whose columns are not the first part's.
 void concatenate_backtest_forecasts(const std::vector<std::string>& parts, const std::string& path);
 
 }  // namespace qtft::data

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "qtft/data/bars/bar_source.h"
@@ -40,6 +41,11 @@ enum class StoreAccess {
 // without --feature-store).
 StorePreparation prepare_feature_store(const BarSource& source, const DatasetOptions& options, const InputSchema* saved,
                                        StoreAccess access = StoreAccess::BuildIfNeeded);
+
+// The store for `source` under `options` (and `saved`) when one exists; never builds. What a
+// process waits on while another builds it.
+std::optional<StorePreparation> find_feature_store(const BarSource& source, const DatasetOptions& options,
+                                                   const InputSchema* saved);
 
 // A mapped store as a Dataset windowed by `windows` (its encoder length and horizon; its
 // splits must be the store's). Throws qtft::Error naming the file when it is not a complete

@@ -32,6 +32,11 @@ def options_text(options):
     return ", ".join(f"{k.replace('_', ' ')} {value(v)}" for k, v in options.items())
 
 
+def ranked_text(runs):
+    """Trials as "trial 8 (dropout 0.234, ...): 0.17779", joined."""
+    return "; ".join(f"trial {x['trial']} ({options_text(x['options'])}): {x['val_loss']:.5f}" for x in runs)
+
+
 def rung_rows(runs):
     rows = []
     for k in sorted({x["rung"] for x in runs}):
@@ -59,6 +64,7 @@ def section(d):
     full_estimate = defaults["wall_seconds"] * d["trials"]
     below_defaults, below_random = 100 * d["halving_below_defaults"], 100 * d["halving_below_random"]
     met = lambda ok: "met" if ok else "**not met**"
+    rung0 = sorted((x for x in h["runs"] if x["rung"] == 0 and x["val_loss"] is not None), key=lambda x: x["val_loss"])
     threads, per_worker = d.get("threads", 2), d.get("nproc_threads_per_worker", max(1, d["cores"] // 2))
     return f"""## Measured
 `{d['command']}` on an {d['cpu']} ({d['cores']} cores), {d['date']} (`docs/results/tune.json`;
@@ -90,14 +96,16 @@ space of `bench/tune_space.json` ({space_text(d['space'])}), {d['trials']} trial
     faster or slower than the demo's).
 - How low this data goes: the demo's own model trained {long_run['epochs']} epochs instead of
   {d['epochs']} ends {100 * long_run['below_defaults']:.1f}% below the defaults. On the embedded
-  data every reasonable configuration lands within a few tenths of a percent of one loss
-  (rung 0 spans the range above, its worst from the corners of the space); the demo's defaults
-  sit near that floor already, and the search mostly finds the corners to avoid.
+  data every reasonable configuration lands within a few tenths of a percent of one loss;
+  the demo's defaults sit near that floor already, and the search mostly finds the parts of
+  the space to avoid. Rung 0's best three: {ranked_text(rung0[:3])}; its worst three:
+  {ranked_text(rung0[-3:])}.
 - Side by side: `--nproc 2` took {nb['wall_seconds']:.0f} s against {h['wall_seconds']:.0f} s for one
-  process of {threads} threads ({nb['wall_ratio_to_one_process']:.2f}x) and promoted
-  {'the same' if nb['same_trials_promoted'] else 'other'} trials. The small model's steps use
-  several threads poorly, so two trials of {per_worker} at once finish sooner than trials of
-  {threads} one after another. Its losses {'equal' if nb['best']['val_loss'] == b['val_loss'] else 'differ slightly from'}
+  process of {threads} threads ({nb['wall_ratio_to_one_process']:.2f}x) and
+  {'promoted the same trials' if nb['same_trials_promoted'] else 'did not promote the same trials at every rung'}.
+  The small model's steps use several threads poorly, so two trials of {per_worker}
+  thread{'s' if per_worker > 1 else ''} at once finish sooner than trials of {threads} threads one after
+  another. Its losses {'equal' if nb['best']['val_loss'] == b['val_loss'] else 'differ slightly from'}
   the one-process search's (best {nb['best']['val_loss']:.5f} against {b['val_loss']:.5f}):
   {per_worker} thread{'s' if per_worker > 1 else ''} and {threads} sum floats in
   different orders. With the same threads per trial they are equal

@@ -181,10 +181,16 @@ bool backtest_forecasts_have_conformal(const std::string& path) {
 void concatenate_backtest_forecasts(const std::vector<std::string>& parts, const std::string& path) {
   if (parts.empty()) throw Error(path + ": no forecasts to write");
   const auto schema = read_parquet_schema(parts.front());
+  const auto names = [](const arrow::Schema& s) {
+    std::string out;
+    for (const auto& field : s.fields()) out += (out.empty() ? "" : ", ") + field->name();
+    return out;
+  };
   for (const auto& part : parts) {
-    if (!read_parquet_schema(part)->Equals(*schema)) {
-      throw Error(part + ": its columns are not those of " + parts.front() + " (" + schema->ToString() +
-                  "): the folds' parts cannot make one " + path);
+    const auto other = read_parquet_schema(part);
+    if (!other->Equals(*schema)) {
+      throw Error(part + ": its columns (" + names(*other) + ") are not those of " + parts.front() + " (" +
+                  names(*schema) + "): the folds' parts cannot make one " + path);
     }
   }
   ParquetTableWriter whole(path, schema);

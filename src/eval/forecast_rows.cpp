@@ -6,10 +6,10 @@
 namespace qtft::eval {
 
 ForecastRows::ForecastRows(const data::Dataset& dataset, int32_t fold, std::vector<double> quantiles, bool conformal)
-    : dataset_(dataset), fold_(fold), conformal_(conformal) {
+    : dataset_(dataset), fold_(fold) {
   rows_.quantiles = std::move(quantiles);
   rows_.value.resize(rows_.quantiles.size());
-  if (conformal_) rows_.conformal.resize(rows_.quantiles.size());
+  if (conformal) rows_.conformal.resize(rows_.quantiles.size());
 }
 
 data::BacktestForecasts ForecastRows::take() {
@@ -17,13 +17,14 @@ data::BacktestForecasts ForecastRows::take() {
   rows_ = data::BacktestForecasts{};
   rows_.quantiles = taken.quantiles;
   rows_.value.resize(rows_.quantiles.size());
-  if (conformal_) rows_.conformal.resize(rows_.quantiles.size());
+  rows_.conformal.resize(taken.conformal.size());
   return taken;
 }
 
 void ForecastRows::add(const data::Batch& batch, const model::TftOutput& out, const double* issued) {
-  if (conformal_ != (issued != nullptr)) {
-    throw Error(std::string("forecast rows: conformal quantiles ") + (conformal_ ? "missing" : "not expected"));
+  const bool conformal = !rows_.conformal.empty();
+  if (conformal != (issued != nullptr)) {
+    throw Error(std::string("forecast rows: conformal quantiles ") + (conformal ? "missing" : "not expected"));
   }
   const auto units = target_units_of(dataset_, batch.windows);
   const auto forecast = out.quantiles.to(at::kCPU, at::kDouble).contiguous();

@@ -38,22 +38,16 @@ Json read_json(const fs::path& path) {
 // A run's or a point's number by key: NaN when absent or null (a failed trial's loss).
 double number_or_nan(const Json& j, const char* key) { return detail::number_at(j, Json::json_pointer() / key); }
 
-// The run that won: the best objective of the highest rung any trial reached (ties to the
-// earlier trial), as train::run_tune picks it. Null when no run there trained.
+// The run that won, as train::run_tune picks it. Null when no run of the furthest rung trained.
 const Json* best_run(const Json& runs) {
-  int64_t top = -1;
-  for (const auto& r : runs) top = std::max(top, r.at("rung").get<int64_t>());
-  const Json* best = nullptr;
+  std::vector<train::TrialRun> parsed;
+  for (const auto& r : runs) parsed.push_back(train::trial_run_from_json(r));
+  const auto best = train::best_of_furthest_rung(parsed);
+  if (!best) return nullptr;
   for (const auto& r : runs) {
-    if (r.at("rung").get<int64_t>() != top || !r.at("objective").is_number()) continue;
-    const double objective = r.at("objective").get<double>();
-    const double best_objective = best ? best->at("objective").get<double>() : INFINITY;
-    if (!best || objective < best_objective ||
-        (objective == best_objective && r.at("trial").get<int64_t>() < best->at("trial").get<int64_t>())) {
-      best = &r;
-    }
+    if (r.at("trial") == best->trial && r.at("rung") == best->rung) return &r;
   }
-  return best;
+  return nullptr;
 }
 
 std::string option_text(const Json& v) {

@@ -280,6 +280,11 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     }
   }
   ScoringData scoring(o.source, bars);
+  // The issued quantiles go beside the model's, unless the walk began under a qtft that
+  // wrote its parts without them: the folds' parts make one table.
+  const bool with_conformal =
+      (conformal.has_value() || o.split_conformal) &&
+      (!fs::exists(part_path(o.output, 0)) || data::backtest_forecasts_have_conformal(part_path(o.output, 0).string()));
   const int64_t context = 2 * (o.plan.encoder_length + 1);  // bars of history read before a fold's first window
   for (int64_t k = state.finished; k < static_cast<int64_t>(folds.size()); ++k) {
     if (stop()) {
@@ -377,11 +382,6 @@ BacktestOutcome run_backtest(const BacktestOptions& options, BacktestEvents& eve
     const auto windows = fold_windows(dataset, fold.train_through_ns, fold.forecast_until_ns);
     // The fold's rows go to its part as they come, a row group at a time: over a hundred
     // series a fold forecasts millions of rows.
-    // The issued quantiles go beside the model's, unless the walk began under a qtft that
-    // wrote its parts without them: the folds' parts make one table.
-    const bool with_conformal = (conformal.has_value() || o.split_conformal) &&
-                                (k == 0 || !fs::exists(part_path(o.output, 0)) ||
-                                 data::backtest_forecasts_have_conformal(part_path(o.output, 0).string()));
     eval::ForecastRows rows(dataset, static_cast<int32_t>(k), loaded.model->options().quantiles(), with_conformal);
     data::BacktestForecastWriter part(part_path(o.output, k).string(), rows.rows().quantiles, with_conformal);
     eval::ExplanationAccumulator explanation(dataset.schema(), dataset.options());

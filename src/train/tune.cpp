@@ -49,22 +49,6 @@ nlohmann::json to_json(const TrialRun& run) {
           {"seconds", run.seconds}};
 }
 
-TrialRun trial_run_from_json(const nlohmann::json& j) {
-  TrialRun run;
-  run.trial = j.at("trial").get<int64_t>();
-  run.rung = j.at("rung").get<int64_t>();
-  run.options = j.at("options");
-  run.budget = j.at("budget").get<double>();
-  run.epochs = j.at("epochs").get<int64_t>();
-  run.max_batches_per_epoch = j.at("max_batches_per_epoch").get<int64_t>();
-  run.val_loss = j.at("val_loss").is_null() ? NAN : j.at("val_loss").get<double>();
-  run.objective = j.at("objective").is_null() ? NAN : j.at("objective").get<double>();
-  run.ic = j.value("ic", 0.0);
-  run.coverage = j.value("coverage", 0.0);
-  run.seconds = j.at("seconds").get<double>();
-  return run;
-}
-
 // What decides the search's results: a journal goes on only under the same.
 nlohmann::json tune_identity(const TuneOptions& o) {
   nlohmann::json space = nlohmann::json::object();
@@ -232,13 +216,6 @@ class Journal {
   std::vector<TrialRun> runs_;
 };
 
-bool better(const TrialRun& a, const TrialRun& b) {
-  // A trial that failed (NaN) loses to any that trained; ties go to the earlier trial.
-  if (std::isnan(a.objective) != std::isnan(b.objective)) return std::isnan(b.objective);
-  if (a.objective != b.objective) return a.objective < b.objective;
-  return a.trial < b.trial;
-}
-
 // The trained model at `path` on its validation split, as a desk reads it: the objective's
 // IC or coverage into `run`.
 void score_on_validation(const fs::path& path, const data::BarSource& source, TuneObjective objective,
@@ -281,6 +258,40 @@ std::optional<data::StorePreparation> trials_store(const data::BarSource& source
 }
 
 }  // namespace
+
+TrialRun trial_run_from_json(const nlohmann::json& j) {
+  TrialRun run;
+  run.trial = j.at("trial").get<int64_t>();
+  run.rung = j.at("rung").get<int64_t>();
+  run.options = j.at("options");
+  run.budget = j.at("budget").get<double>();
+  run.epochs = j.at("epochs").get<int64_t>();
+  run.max_batches_per_epoch = j.at("max_batches_per_epoch").get<int64_t>();
+  run.val_loss = j.at("val_loss").is_null() ? NAN : j.at("val_loss").get<double>();
+  run.objective = j.at("objective").is_null() ? NAN : j.at("objective").get<double>();
+  run.ic = j.value("ic", 0.0);
+  run.coverage = j.value("coverage", 0.0);
+  run.seconds = j.at("seconds").get<double>();
+  return run;
+}
+
+bool ranks_before(const TrialRun& a, const TrialRun& b) {
+  // A trial that failed (NaN) loses to any that trained; ties go to the earlier trial.
+  if (std::isnan(a.objective) != std::isnan(b.objective)) return std::isnan(b.objective);
+  if (a.objective != b.objective) return a.objective < b.objective;
+  return a.trial < b.trial;
+}
+
+std::optional<TrialRun> best_of_furthest_rung(const std::vector<TrialRun>& runs) {
+  int64_t furthest = -1;
+  for (const auto& run : runs) furthest = std::max(furthest, run.rung);
+  const TrialRun* best = nullptr;
+  for (const auto& run : runs) {
+    if (run.rung == furthest && (!best || ranks_before(run, *best))) best = &run;
+  }
+  if (!best || !std::isfinite(best->objective)) return std::nullopt;
+  return *best;
+}
 
 TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
   const TuneOptions& o = options;
@@ -412,7 +423,6 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
     return ran;
   };
 
-  std::vector<TrialRun> finalists;
   if (o.method == TuneMethod::Halving) {
     std::vector<int64_t> survivors(static_cast<size_t>(o.trials));
     for (int64_t t = 0; t < o.trials; ++t) survivors[static_cast<size_t>(t)] = t;
@@ -422,11 +432,8 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
         outcome.interrupted = true;
         break;
       }
-      std::sort(ran->begin(), ran->end(), better);
-      if (r + 1 == rungs.size()) {
-        finalists = *ran;
-        break;
-      }
+      if (r + 1 == rungs.size()) break;
+      std::sort(ran->begin(), ran->end(), ranks_before);
       survivors.clear();
       for (size_t k = 0; k < ran->size() && static_cast<int64_t>(k) < rungs[r + 1].trials; ++k) {
         survivors.push_back((*ran)[k].trial);
@@ -439,12 +446,7 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
     const double budget = o.random_budget > 0 ? o.random_budget : spent / static_cast<double>(o.trials);
     std::vector<int64_t> trials(static_cast<size_t>(o.trials));
     for (int64_t t = 0; t < o.trials; ++t) trials[static_cast<size_t>(t)] = t;
-    if (auto ran = run_rung(trials, 0, budget)) {
-      finalists = *ran;
-      std::sort(finalists.begin(), finalists.end(), better);
-    } else {
-      outcome.interrupted = true;
-    }
+    if (!run_rung(trials, 0, budget)) outcome.interrupted = true;
   }
   if (outcome.out_of_time) {
     outcome.interrupted = false;  // the budget ended it, not a stop
@@ -466,18 +468,10 @@ TuneOutcome run_tune(const TuneOptions& options, TuneEvents& events) {
   if (!outcome.interrupted && o.worker == 0) journal.consolidate();
   outcome.runs = journal.runs();
   for (const auto& run : outcome.runs) outcome.seconds += run.seconds;
-  if (outcome.out_of_time) {
-    // The budget ended the search: the best of the furthest rung any trial reached.
-    int64_t furthest = 0;
-    for (const auto& run : outcome.runs) furthest = std::max(furthest, run.rung);
-    finalists.clear();
-    for (const auto& run : outcome.runs) {
-      if (run.rung == furthest) finalists.push_back(run);
-    }
-    std::sort(finalists.begin(), finalists.end(), better);
-  }
-  if (!outcome.interrupted && !finalists.empty() && std::isfinite(finalists.front().objective)) {
-    outcome.best = finalists.front();
+  // Done, or out of time: the best of the furthest rung reached (the last, unless the budget
+  // ended the search before it).
+  if (!outcome.interrupted) outcome.best = best_of_furthest_rung(outcome.runs);
+  if (outcome.best) {
     if (o.worker != 0) return outcome;  // the first worker saves it
     outcome.best_model = o.output / "best.safetensors";
     std::ifstream in(trial_model(o.output, outcome.best->trial), std::ios::binary);

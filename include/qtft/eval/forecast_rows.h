@@ -29,7 +29,6 @@ class ForecastRows {
  private:
   const data::Dataset& dataset_;
   int32_t fold_ = 0;
-  bool conformal_ = false;
   data::BacktestForecasts rows_;
 };
 

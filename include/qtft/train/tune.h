@@ -147,6 +147,15 @@ struct TuneOutcome {
   double seconds = 0.0;      // the trials' training, this call and the resumed ones
 };
 
+// A journal's run (one element of its "runs"), as run_tune wrote it.
+TrialRun trial_run_from_json(const nlohmann::json& run);
+// Whether `a` ranks before `b`: the lower objective, a failed trial (NaN) last, ties to the
+// earlier trial.
+bool ranks_before(const TrialRun& a, const TrialRun& b);
+// The search's result among `runs`: the best of the furthest rung any run reached (the last
+// rung, unless a time budget ended the search before it). nullopt when no run there trained.
+std::optional<TrialRun> best_of_furthest_rung(const std::vector<TrialRun>& runs);
+
 // Runs (or resumes) the search into options.output. Throws UsageError for options that
 // contradict a search already in the folder (naming both tune files), qtft::Error for data
 // no trial can train on.

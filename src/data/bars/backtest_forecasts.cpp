@@ -172,8 +172,7 @@ BacktestForecasts read_backtest_forecasts(const std::string& path) {
 bool backtest_forecasts_have_conformal(const std::string& path) {
   const auto schema = read_parquet_schema(path);
   for (const auto& field : schema->fields()) {
-    const auto& name = field->name();
-    if (name.size() > 10 && name.compare(name.size() - 10, 10, "_conformal") == 0) return true;
+    if (field->name().ends_with("_conformal")) return true;
   }
   return false;
 }
